@@ -1,0 +1,63 @@
+"""The ``ikatkit`` command: thin argument parsing over the same functions as the Python API.
+
+Each subcommand is one ``_add_<name>`` function that registers its parser and sets ``func`` to a
+handler returning the exit code. Heavy modules are imported inside the handlers, so ``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from ikatkit import __version__
+from ikatkit.errors import IkatError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _add_topics(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("topics", help="summarise a topic file or print its queries")
+    p.add_argument("topics", help="topic JSON of iKAT 2023, 2024 or 2025")
+    p.add_argument("--year", type=int, help="format year (detected when omitted)")
+    p.add_argument("--queries", choices=["raw", "manual"], help="print 'qid<TAB>text' lines of this kind")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.topics import load_topics
+
+        topics = load_topics(args.topics, args.year)
+        if args.queries:
+            for qid, text in topics.queries(args.queries).items():
+                print(f"{qid}\t{text}")
+            return 0
+        print(json.dumps({"year": topics.year, "conversations": len(topics.conversations), "turns": len(topics),
+                          "ptkb_statements": sum(len(c.ptkb) for c in topics.conversations)}, indent=2))
+        return 0
+
+    p.set_defaults(func=run)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ikatkit", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"ikatkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except IkatError as err:
+        print(f"ikatkit: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

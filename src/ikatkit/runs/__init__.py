@@ -1,0 +1,1 @@
+"""Run model, per-year writers/readers, TREC run, validator."""

@@ -1,0 +1,74 @@
+"""One run model; every file format is a view of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+RUN_TYPES = ("automatic", "manual", "only_response", "generation-only")
+
+
+@dataclass
+class PassageRef:
+    """A passage in a response's provenance: ``used`` marks the ones the response was built from."""
+
+    id: str
+    score: float
+    text: str = ""
+    used: bool = False
+
+
+@dataclass
+class PtkbRef:
+    """A PTKB statement in a response's provenance, by its key in the conversation's PTKB."""
+
+    key: str
+    score: float
+    text: str = ""
+
+
+@dataclass
+class Response:
+    """One ranked response of a turn."""
+
+    rank: int
+    text: str
+    passages: list[PassageRef] = field(default_factory=list)
+    ptkb: list[PtkbRef] = field(default_factory=list)
+
+
+@dataclass
+class TurnResult:
+    """The responses of one turn, ``turn_id`` being the query id (``9-1_3``)."""
+
+    turn_id: str
+    responses: list[Response] = field(default_factory=list)
+
+    def ranking(self) -> list[tuple[str, float]]:
+        """Passages of all responses in rank order, first occurrence wins: what gets scored."""
+        seen: dict[str, float] = {}
+        for response in sorted(self.responses, key=lambda r: r.rank):
+            for passage in response.passages:
+                seen.setdefault(passage.id, passage.score)
+        return list(seen.items())
+
+
+@dataclass
+class Run:
+    """A whole run. ``year`` picks the official format; ``team_id`` is needed for 2025."""
+
+    run_name: str
+    run_type: str = "automatic"
+    turns: list[TurnResult] = field(default_factory=list)
+    year: int = 2023
+    team_id: str = ""
+    eval_response: bool = True
+
+    def turn(self, turn_id: str) -> TurnResult:
+        for result in self.turns:
+            if result.turn_id == turn_id:
+                return result
+        raise KeyError(turn_id)
+
+    def trec_ranking(self) -> dict[str, dict[str, float]]:
+        """``{qid: {passage_id: score}}`` as the organizers derive the TREC run from the JSON."""
+        return {t.turn_id: dict(t.ranking()) for t in self.turns}
