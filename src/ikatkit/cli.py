@@ -38,11 +38,62 @@ def _add_topics(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics]
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a pipeline config over topics: official run + TREC run + manifest, validated")
+    p.add_argument("config", help="a run config, e.g. configs/demo.toml")
+    p.add_argument("--topics", required=True, help="topic JSON (the run's format follows the topics' year)")
+    p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
+    p.add_argument("--index", help="Lucene index built by `ikatkit index build`")
+    p.add_argument("--out", required=True, help="output folder (checkpoints make a killed run resumable)")
+    p.add_argument("--conversations", nargs="+", help="only these conversations, e.g. 9-1 10-1")
+    p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
+    p.add_argument("--restart", action="store_true", help="discard checkpoints in --out and start over")
+    p.add_argument("--no-validate", action="store_true", help="skip validating the written run")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines import run_pipeline
+        from ikatkit.topics import load_topics
+
+        topics = load_topics(args.topics, args.year)
+        if args.conversations:
+            topics = topics.subset(args.conversations)
+        outcome = run_pipeline(args.config, topics, args.out, index=args.index, cache_dir=args.cache,
+                               validate=not args.no_validate, restart=args.restart)
+        _print_outcome(outcome)
+        return 0 if outcome.valid in (True, None) else 1
+
+    p.set_defaults(func=run)
+
+
+def _print_outcome(outcome) -> None:  # type: ignore[no-untyped-def]
+    manifest = json.loads(outcome.manifest_file.read_text())
+    print(f"run {manifest['run_name']}: {manifest['turns']} turns, {manifest['seconds_per_turn']} s/turn "
+          f"({manifest['batches_run_now']} batches run now)")
+    print(f"  official run: {outcome.run_file}\n  TREC run:     {outcome.trec_file}\n  manifest:     {outcome.manifest_file}")
+    if manifest["notes"]:
+        print("  notes: " + "; ".join(f"{n} x{c}" for n, c in manifest["notes"].items()))
+    if outcome.valid is not None:
+        print(f"  validation:   {'valid' if outcome.valid else 'INVALID'} (see {outcome.run_file.parent / 'validation.txt'})")
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="index the embedded collection, run the demo pipeline, validate and evaluate it")
+    p.add_argument("--config", default="configs/demo.toml", help="pipeline config (default: configs/demo.toml)")
+    p.add_argument("--out", default="runs/demo", help="output folder (index, run, evaluation)")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.demo import run_demo
+
+        return run_demo(args.config, args.out)
+
+    p.set_defaults(func=run)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_run, _add_demo]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ikatkit", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ikatkit", description="TREC iKAT toolkit: topics, indexes, pipelines, runs, validation, evaluation.")
     parser.add_argument("--version", action="version", version=f"ikatkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:

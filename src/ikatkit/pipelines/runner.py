@@ -1,0 +1,188 @@
+"""Run a configured pipeline over topics: batched, checkpointed per batch of turns, resumable.
+
+Batches are fixed chunks of the topics' turns in order, and a batch's records are written as one
+atomic checkpoint file, so a run killed at any point and restarted redoes only unfinished batches,
+with the same batch composition, and writes byte-identical run files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ikatkit.atomic import write_json, write_text
+from ikatkit.errors import IkatError
+from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
+from ikatkit.pipelines.record import TurnRecord, records_for
+from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
+from ikatkit.topics import Topics, load_topics
+
+RUN_SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
+VERSIONED = ("ikatkit", "pyserini", "torch", "transformers", "sentence-transformers", "ir-measures", "openai")
+
+
+@dataclass
+class RunOutcome:
+    """Where a run's files are and what was done."""
+
+    run: Run
+    records: list[TurnRecord]
+    run_file: Path
+    trec_file: Path
+    manifest_file: Path
+    batches_done_now: int
+    valid: bool | None
+
+
+def fingerprint(config: RunConfig, topics: Topics, index: str | Path | None) -> str:
+    """What a checkpoint belongs to: the config, the topic turns and the index's manifest."""
+    digest = hashlib.sha256(json.dumps(config.raw, sort_keys=True).encode())
+    digest.update(json.dumps(topics.qids).encode())
+    manifest = Path(index) / "manifest.json" if index else None
+    digest.update(manifest.read_bytes() if manifest and manifest.exists() else str(index).encode())
+    return digest.hexdigest()[:16]
+
+
+def to_run(records: list[TurnRecord], config: RunConfig, year: int) -> Run:
+    """The run model of finished records: one response per turn, passages in rank order."""
+    turns = []
+    for record in records:
+        used = set(record.used)
+        passages = [PassageRef(pid, score, record.passage_texts.get(pid, ""), pid in used)
+                    for pid, score in record.ranking[:1000]]
+        ptkb = [PtkbRef(key, score, record.ptkb_all.get(key, "")) for key, score in record.ptkb]
+        turns.append(TurnResult(record.qid, [Response(1, record.response, passages, ptkb)]))
+    return Run(config.name, config.run_type, turns, year, config.team_id)
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+class Checkpoints:
+    """One JSON file per finished batch under ``out/checkpoints``, tied to the run's fingerprint."""
+
+    def __init__(self, out: Path, fingerprint: str) -> None:
+        self.dir = out / "checkpoints"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        stamp = self.dir / "fingerprint"
+        if stamp.exists() and stamp.read_text().strip() != fingerprint:
+            raise IkatError("the output folder holds checkpoints of another config, topics or index",
+                            path=self.dir, fix="use a new --out, or pass --restart to discard them")
+        write_text(stamp, fingerprint + "\n")
+
+    def path(self, batch: int) -> Path:
+        return self.dir / f"batch-{batch:05d}.json"
+
+    def done(self, batch: int) -> bool:
+        return self.path(batch).exists()
+
+    def save(self, batch: int, records: list[TurnRecord], seconds: dict[str, float]) -> None:
+        write_json(self.path(batch), {"batch": batch, "qids": [r.qid for r in records], "seconds": seconds,
+                                      "records": [r.to_json() for r in records]}, indent=None)
+
+    def load(self, batch: int) -> tuple[list[TurnRecord], dict[str, float]]:
+        data = json.loads(self.path(batch).read_text(encoding="utf-8"))
+        return [TurnRecord.from_json(r) for r in data["records"]], data["seconds"]
+
+
+def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, out: str | Path, *,
+                 index: str | Path | None = None, cache_dir: str | Path | None = None, validate: bool = True,
+                 restart: bool = False, max_batches: int | None = None) -> RunOutcome:
+    """Run ``config`` over ``topics`` into ``out``; resume from its checkpoints unless ``restart``.
+
+    ``max_batches`` stops after that many new batches (used to test kill-and-resume).
+    """
+    config = config if isinstance(config, RunConfig) else load_config(config)
+    topics = topics if isinstance(topics, Topics) else load_topics(topics)
+    out = Path(out)
+    if restart and (out / "checkpoints").exists():
+        for stale in (out / "checkpoints").iterdir():
+            stale.unlink()
+    checkpoints = Checkpoints(out, fingerprint(config, topics, index))
+    cache = Path(cache_dir or os.environ.get("IKATKIT_CACHE", ".cache/ikatkit"))
+    resources = Resources(config, index, cache)
+    records = records_for(topics)
+    size = config.batch_size
+    batches = [records[i: i + size] for i in range(0, len(records), size)]
+    pending = [i for i in range(len(batches)) if not checkpoints.done(i)]
+    stages = build_stages(config, resources) if pending else []
+    done_turns = len(records) - sum(len(batches[i]) for i in pending)
+    bars = [tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")
+            for p, s in enumerate(stages)]
+    done_now = 0
+    for i in pending:
+        if max_batches is not None and done_now >= max_batches:
+            break
+        batch, seconds = batches[i], {}
+        for stage, bar in zip(stages, bars):
+            start = time.perf_counter()
+            batch = stage.transform(batch)
+            seconds[stage.name] = seconds.get(stage.name, 0.0) + time.perf_counter() - start
+            bar.update(len(batch))
+        checkpoints.save(i, batch, seconds)
+        done_now += 1
+    for bar in bars:
+        bar.close()
+    if not all(checkpoints.done(i) for i in range(len(batches))):
+        raise IkatError(f"run stopped after {done_now} new batches; rerun to resume", path=out)
+    return _finish(config, topics, out, index, checkpoints, len(batches), resources, done_now, validate)
+
+
+def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | None, checkpoints: Checkpoints,
+            n_batches: int, resources: Resources, done_now: int, validate: bool) -> RunOutcome:
+    from ikatkit.runs.io import write_run
+
+    records: list[TurnRecord] = []
+    seconds: dict[str, float] = {}
+    for i in range(n_batches):
+        batch, batch_seconds = checkpoints.load(i)
+        records.extend(batch)
+        for name, value in batch_seconds.items():
+            seconds[name] = seconds.get(name, 0.0) + value
+    run = to_run(records, config, topics.year)
+    run_file = out / f"{config.name}{RUN_SUFFIX[topics.year]}"
+    trec_file = out / f"{config.name}.trec"
+    write_run(run, run_file, str(topics.year))
+    write_run(run, trec_file, "trec")
+    valid = None
+    if validate:
+        from ikatkit.runs.validate import validate_run
+
+        report = validate_run(run, topics)
+        write_text(out / "validation.txt", str(report) + "\n")
+        valid = report.ok
+    index_manifest = Path(index) / "manifest.json" if index else None
+    notes: dict[str, int] = {}
+    for record in records:
+        for note in record.notes:
+            notes[note] = notes.get(note, 0) + 1
+    manifest: dict[str, Any] = {
+        "run_name": config.name, "run_type": config.run_type, "year": topics.year, "turns": len(records),
+        "config": config.raw, "config_file": str(config.path) if config.path else None,
+        "topics": str(topics.path) if topics.path else None, "index": str(index) if index else None,
+        "index_manifest": json.loads(index_manifest.read_text()) if index_manifest and index_manifest.exists() else None,
+        "files": {"run": run_file.name, "trec": trec_file.name},
+        "seconds_per_stage": {k: round(v, 3) for k, v in seconds.items()},
+        "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
+        "batches_run_now": done_now, "resource_stats": resources.stats, "notes": notes, "valid": valid,
+        "versions": _versions(), "python": platform.python_version(),
+    }
+    manifest_file = out / "manifest.json"
+    write_json(manifest_file, manifest)
+    return RunOutcome(run, records, run_file, trec_file, manifest_file, done_now, valid)
