@@ -59,21 +59,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
             topics = topics.subset(args.conversations)
         outcome = run_pipeline(args.config, topics, args.out, index=args.index, cache_dir=args.cache,
                                validate=not args.no_validate, restart=args.restart)
-        _print_outcome(outcome)
+        print(outcome.summary())
         return 0 if outcome.valid in (True, None) else 1
 
     p.set_defaults(func=run)
-
-
-def _print_outcome(outcome) -> None:  # type: ignore[no-untyped-def]
-    manifest = json.loads(outcome.manifest_file.read_text())
-    print(f"run {manifest['run_name']}: {manifest['turns']} turns, {manifest['seconds_per_turn']} s/turn "
-          f"({manifest['batches_run_now']} batches run now)")
-    print(f"  official run: {outcome.run_file}\n  TREC run:     {outcome.trec_file}\n  manifest:     {outcome.manifest_file}")
-    if manifest["notes"]:
-        print("  notes: " + "; ".join(f"{n} x{c}" for n, c in manifest["notes"].items()))
-    if outcome.valid is not None:
-        print(f"  validation:   {'valid' if outcome.valid else 'INVALID'} (see {outcome.run_file.parent / 'validation.txt'})")
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:

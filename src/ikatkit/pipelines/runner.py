@@ -42,6 +42,20 @@ class RunOutcome:
     batches_done_now: int
     valid: bool | None
 
+    def summary(self) -> str:
+        """A few lines for the terminal: turns, time per turn, files, notes, validity."""
+        manifest = json.loads(self.manifest_file.read_text(encoding="utf-8"))
+        lines = [f"run {manifest['run_name']}: {manifest['turns']} turns, {manifest['seconds_per_turn']} s/turn "
+                 f"({self.batches_done_now} batches run now)",
+                 f"  official run: {self.run_file}", f"  TREC run:     {self.trec_file}",
+                 f"  manifest:     {self.manifest_file}"]
+        if manifest["notes"]:
+            lines.append("  notes: " + "; ".join(f"{n} x{c}" for n, c in manifest["notes"].items()))
+        if self.valid is not None:
+            lines.append(f"  validation:   {'valid' if self.valid else 'INVALID'} "
+                         f"(see {self.run_file.parent / 'validation.txt'})")
+        return "\n".join(lines)
+
 
 def fingerprint(config: RunConfig, topics: Topics, index: str | Path | None) -> str:
     """What a checkpoint belongs to: the config, the topic turns and the index's manifest."""

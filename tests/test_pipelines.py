@@ -1,0 +1,203 @@
+"""Pipelines end to end on real data: the 894 real passages, the 2023 test topics, bundled models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ikatkit.errors import IkatError
+from ikatkit.pipelines import load_config, run_pipeline
+from ikatkit.topics import load_topics
+
+MANUAL_EXTRACTIVE = """
+name = "manual-extractive"
+run_type = "manual"
+batch_size = 32
+
+[resources.minilm]
+kind = "bi-encoder"
+model = "bundled:minilm"
+
+[resources.bm25]
+kind = "bm25"
+
+[[stages]]
+stage = "manual_query"
+
+[[stages]]
+stage = "gold_ptkb"
+
+[[stages]]
+stage = "retrieve"
+k = 100
+expand_ptkb = false
+
+[[stages]]
+stage = "rerank"
+ranker = "minilm"
+
+[[stages]]
+stage = "respond"
+task = "extractive"
+passages = 3
+"""
+
+LLM = """
+[resources.llm]
+kind = "llm"
+backend = "transformers"
+model = "bundled:smollm2"
+max_new_tokens = 24
+
+[resources.minilm]
+kind = "bi-encoder"
+model = "bundled:minilm"
+
+[resources.bm25]
+kind = "bm25"
+"""
+
+RTG = LLM + """
+[[stages]]
+stage = "rewrite"
+
+[[stages]]
+stage = "rank_ptkb"
+ranker = "minilm"
+k = 3
+
+[[stages]]
+stage = "retrieve"
+k = 100
+
+[[stages]]
+stage = "rerank"
+ranker = "minilm"
+
+[[stages]]
+stage = "respond"
+passages = 3
+"""
+
+GTR = LLM + """
+[[stages]]
+stage = "generate_answer"
+
+[[stages]]
+stage = "generate_queries"
+n = 5
+
+[[stages]]
+stage = "retrieve"
+k = 200
+expand_ptkb = false
+
+[[stages]]
+stage = "rerank"
+ranker = "minilm"
+
+[[stages]]
+stage = "fuse"
+method = "interleave"
+k = 1000
+
+[[stages]]
+stage = "respond"
+task = "gtr_response"
+passages = 10
+
+[[stages]]
+stage = "classify_ptkb"
+"""
+
+
+def _config(tmp_path: Path, name: str, body: str, run_type: str = "automatic", batch_size: int = 4) -> Path:
+    path = tmp_path / f"{name}.toml"
+    if body.lstrip().startswith("name"):
+        path.write_text(body)
+    else:
+        path.write_text(f'name = "{name}"\nrun_type = "{run_type}"\nbatch_size = {batch_size}\n' + body)
+    return path
+
+
+@pytest.fixture(scope="module")
+def manual_run(ikat2023, passages_index, tmp_path_factory):
+    out = tmp_path_factory.mktemp("manual")
+    config = _config(out, "manual-extractive", MANUAL_EXTRACTIVE)
+    return run_pipeline(config, ikat2023 / "test_topics.json", out / "run", index=passages_index,
+                        cache_dir=out / "cache")
+
+
+def test_manual_run_is_valid_and_scored(manual_run, ikat2023):
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.qrels import load_qrels
+    from ikatkit.runs.io import read_run
+
+    assert manual_run.valid is True
+    run = read_run(manual_run.run_file)
+    assert run.run_type == "manual" and len(run.turns) == 332
+    first = run.turn("9-1_1").responses[0]
+    assert sum(p.used for p in first.passages) == 3
+    assert [p.key for p in first.ptkb] == ["5", "4", "2"]  # the topics' gold PTKB provenance
+    scores = [p.score for p in first.passages]
+    assert scores == sorted(scores, reverse=True)
+    result = evaluate(manual_run.trec_file, load_qrels(ikat2023 / "qrels.txt"))
+    manifest = json.loads(manual_run.manifest_file.read_text())
+    assert manifest["turns"] == 332 and manifest["valid"] is True
+    # Every judged turn cites its provenance passages, and the index holds them: retrieval finds some.
+    assert 0.0 < result.mean["nDCG@5"] <= 1.0
+
+
+def test_kill_and_resume_is_byte_identical(ikat2023, passages_index, tmp_path):
+    topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1", "9-2", "10-1"])
+    config = _config(tmp_path, "manual-extractive", MANUAL_EXTRACTIVE.replace("batch_size = 32", "batch_size = 8"))
+    whole = run_pipeline(config, topics, tmp_path / "whole", index=passages_index)
+    with pytest.raises(IkatError, match="rerun to resume"):
+        run_pipeline(config, topics, tmp_path / "killed", index=passages_index, max_batches=2)
+    resumed = run_pipeline(config, topics, tmp_path / "killed", index=passages_index)
+    batches = -(-len(topics) // 8)
+    assert resumed.batches_done_now == batches - 2
+    assert resumed.run_file.read_bytes() == whole.run_file.read_bytes()
+    assert resumed.trec_file.read_bytes() == whole.trec_file.read_bytes()
+    again = run_pipeline(config, topics, tmp_path / "killed", index=passages_index)
+    assert again.batches_done_now == 0  # a finished run redoes nothing
+    other = _config(tmp_path, "manual-extractive", MANUAL_EXTRACTIVE.replace("k = 100", "k = 50"))
+    with pytest.raises(IkatError, match="checkpoints of another config"):
+        run_pipeline(other, topics, tmp_path / "killed", index=passages_index)
+
+
+@pytest.mark.parametrize("name, body", [("rtg-smollm2", RTG), ("gtr-smollm2", GTR)])
+def test_llm_pipelines_on_one_conversation(name, body, ikat2023, passages_index, tmp_path):
+    topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
+    outcome = run_pipeline(_config(tmp_path, name, body), topics, tmp_path / "run", index=passages_index,
+                           cache_dir=tmp_path / "cache")
+    assert outcome.valid is True
+    assert len(outcome.records) == len(topics)
+    for record in outcome.records:
+        assert record.response.strip()
+        assert record.ranking and len(record.ranking) <= (1000 if name.startswith("gtr") else 100)
+        if name.startswith("gtr"):
+            assert 1 <= len(record.queries) <= 5 and record.initial_answer
+        else:
+            assert record.query and len(record.ptkb) == 3
+    manifest = json.loads(outcome.manifest_file.read_text())
+    assert set(manifest["seconds_per_stage"]) >= {"retrieve", "rerank", "respond"}
+    assert manifest["resource_stats"]["llm"]["misses"] > 0
+
+
+def test_config_errors_name_the_place(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[[stages]]\nstage = "rewrit"\n')
+    with pytest.raises(IkatError, match=r"bad.toml \(stages\[0\]\): unknown stage 'rewrit'"):
+        load_config(bad)
+    bad.write_text('name = "x"\n[[stages]]\nstage = "rerank"\nranker = "nope"\n')
+    with pytest.raises(IkatError, match="ranker 'nope' is not a declared resource"):
+        load_config(bad)
+
+
+def test_shipped_configs_parse():
+    for path in sorted(Path(__file__).resolve().parents[1].glob("configs/*.toml")):
+        config = load_config(path)
+        assert config.stages and config.name
