@@ -20,3 +20,28 @@ def ikat2023() -> Path:
     if not (IKAT_2023 / "test_topics.json").exists():
         pytest.skip(f"real iKAT data not found at {IKAT_2023} (set IKAT_DATA)")
     return IKAT_2023
+
+
+@pytest.fixture(scope="session")
+def passages_jsonl(ikat2023, tmp_path_factory) -> Path:
+    """The 894 distinct real passages as passage JSONL (id = doc_id:passage_id), first text kept."""
+    import json
+
+    texts: dict[str, str] = {}
+    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
+        for line in (ikat2023 / name).read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
+    path = tmp_path_factory.mktemp("passages") / "passages.jsonl"
+    path.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def passages_index(passages_jsonl, tmp_path_factory) -> Path:
+    """A real Lucene index (Anserini via Pyserini's jar) of the 894 real passages."""
+    from ikatkit.index.build import build_index
+
+    out = tmp_path_factory.mktemp("index") / "ikat2023-894"
+    build_index([passages_jsonl], out, threads=2)
+    return out

@@ -1,0 +1,199 @@
+"""Streaming readers: each yields passages and counts bad records (file, line, reason) instead of dying.
+
+Formats: ``clueweb22`` (raw records ``ClueWeb22-ID``/``URL``/``Clean-Text`` in ``.json.gz``/``.json``/``.jsonl``,
+segmented the iKAT way), ``jsonl`` (passages ``{id, contents, url}``), ``trecweb`` (``<DOC>`` with
+``<PASSAGE id=N>`` blocks), ``car`` (TREC CAR paragraphs, cbor), ``msmarco`` (``id<TAB>text``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from ikatkit.collection.segment import Splitter, rule_splitter, segment
+from ikatkit.errors import IkatError
+
+FORMATS = ("clueweb22", "jsonl", "trecweb", "car", "msmarco")
+MAX_KEPT_PROBLEMS = 20
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    contents: str
+    url: str = ""
+
+
+@dataclass
+class ReadStats:
+    """Counts of what was read and skipped; the first problems are kept with file and line."""
+
+    documents: int = 0
+    passages: int = 0
+    skipped: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def skip(self, path: Path, line: int, reason: str) -> None:
+        self.skipped += 1
+        if len(self.problems) < MAX_KEPT_PROBLEMS:
+            self.problems.append(f"{path}:{line}: {reason}")
+
+    def merge(self, other: ReadStats) -> None:
+        self.documents += other.documents
+        self.passages += other.passages
+        self.skipped += other.skipped
+        self.problems.extend(other.problems[: MAX_KEPT_PROBLEMS - len(self.problems)])
+
+
+def _open(path: Path) -> IO[str]:
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def _json_lines(path: Path, stats: ReadStats) -> Iterator[tuple[int, dict]]:
+    with _open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                stats.skip(path, number, f"invalid JSON ({err.msg})")
+                continue
+            if not isinstance(record, dict):
+                stats.skip(path, number, "not a JSON object")
+                continue
+            yield number, record
+
+
+def read_clueweb22(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    for number, record in _json_lines(path, stats):
+        doc_id, text = record.get("ClueWeb22-ID"), record.get("Clean-Text")
+        if not isinstance(doc_id, str) or not isinstance(text, str):
+            stats.skip(path, number, "missing ClueWeb22-ID or Clean-Text")
+            continue
+        stats.documents += 1
+        for pid, contents in segment(doc_id, text, split):
+            stats.passages += 1
+            yield Passage(pid, contents, record.get("URL", ""))
+
+
+def read_jsonl(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    for number, record in _json_lines(path, stats):
+        pid, contents = record.get("id"), record.get("contents")
+        if not isinstance(pid, str) or not pid or not isinstance(contents, str):
+            stats.skip(path, number, "a passage needs string fields 'id' and 'contents'")
+            continue
+        stats.documents += 1
+        stats.passages += 1
+        yield Passage(pid, contents, record.get("url", "") or "")
+
+
+_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S)
+_URL = re.compile(r"<DOCHDR>\s*(\S*)", re.S)
+_PASSAGE = re.compile(r"<PASSAGE id=\"?(\d+)\"?>(.*?)</PASSAGE>", re.S)
+
+
+def read_trecweb(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    with _open(path) as handle:
+        buffer: list[str] = []
+        start = 0
+        for number, line in enumerate(handle, start=1):
+            if line.strip() == "<DOC>":
+                buffer, start = [], number
+            buffer.append(line)
+            if line.strip() == "</DOC>":
+                body = "".join(buffer)
+                docno, url = _DOCNO.search(body), _URL.search(body)
+                passages = _PASSAGE.findall(body)
+                if not docno or not passages:
+                    stats.skip(path, start, "a <DOC> needs <DOCNO> and at least one <PASSAGE id=N>")
+                    continue
+                stats.documents += 1
+                for number_, text in passages:
+                    stats.passages += 1
+                    yield Passage(f"{docno.group(1)}:{number_}", " ".join(text.split()), url.group(1) if url else "")
+
+
+def read_car(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    from trec_car.read_data import iter_paragraphs
+
+    with open(path, "rb") as handle:
+        for number, paragraph in enumerate(iter_paragraphs(handle), start=1):
+            text = paragraph.get_text()
+            if not text.strip():
+                stats.skip(path, number, "empty paragraph")
+                continue
+            stats.documents += 1
+            stats.passages += 1
+            yield Passage(paragraph.para_id, text)
+
+
+def read_msmarco(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    with _open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 2 or not parts[0] or not parts[1].strip():
+                stats.skip(path, number, "expected 'id<TAB>text'")
+                continue
+            stats.documents += 1
+            stats.passages += 1
+            yield Passage(parts[0], parts[1])
+
+
+READERS: dict[str, Callable[[Path, ReadStats, Splitter], Iterator[Passage]]] = {
+    "clueweb22": read_clueweb22, "jsonl": read_jsonl, "trecweb": read_trecweb, "car": read_car,
+    "msmarco": read_msmarco}
+
+
+def detect_format(path: Path) -> str:
+    """Guess a file's format from its name and first line."""
+    name = path.name.lower()
+    if name.endswith((".cbor", ".cbor.gz")) or "paragraphs" in name:
+        return "car"
+    if name.endswith((".tsv", ".tsv.gz")):
+        return "msmarco"
+    with _open(path) as handle:
+        first = next((line for line in handle if line.strip()), "")
+    if first.strip().startswith("<DOC>"):
+        return "trecweb"
+    if first.lstrip().startswith("{"):
+        try:
+            record = json.loads(first)
+        except json.JSONDecodeError:
+            record = {}
+        if "ClueWeb22-ID" in record:
+            return "clueweb22"
+        if "id" in record and "contents" in record:
+            return "jsonl"
+    raise IkatError("cannot tell the collection format", path=path,
+                    fix=f"pass --format, one of {FORMATS} (passage JSONL needs 'id' and 'contents')")
+
+
+def input_files(inputs: Iterable[str | Path]) -> list[Path]:
+    """Files named, and the record files inside folders named, sorted for a stable order."""
+    files: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            files.extend(sorted(p for p in item.rglob("*") if p.is_file() and not p.name.startswith(".")
+                                and p.name.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz", ".tsv", ".tsv.gz",
+                                                     ".trecweb", ".trecweb.gz", ".cbor", ".xml", ".xml.gz"))))
+        elif item.is_file():
+            files.append(item)
+        else:
+            raise IkatError("input not found", path=item, fix="pass collection files or folders that exist")
+    if not files:
+        raise IkatError(f"no collection files in {[str(i) for i in inputs]}", fix="pass the collection's files")
+    return files
+
+
+def read_passages(path: Path, fmt: str, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    """Passages of one file in ``fmt`` (``auto`` detects it)."""
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    if fmt not in READERS:
+        raise IkatError(f"unknown format {fmt!r}", fix=f"use one of {FORMATS}")
+    return READERS[fmt](path, stats, split)

@@ -1,0 +1,67 @@
+"""The official iKAT segmentation of a ClueWeb22 document into passages.
+
+Clean-Text with newlines turned to spaces, stripped, first 10,000 characters; sentences split; windows of
+10 sentences with a stride of 5, stopping once a window reaches the last sentence; passage ids
+``<ClueWeb22-ID>:<i>`` from 0. The official collection was split with spaCy ``en_core_web_sm``'s sentence
+recognizer: passage ids and texts match the official ones only with that splitter. Without it (the
+default here, since the model is not on PyPI) a rule-based splitter is used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+MAX_CHARS = 10_000
+WINDOW = 10
+STRIDE = 5
+
+Splitter = Callable[[str], list[str]]
+
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])")
+
+
+def rule_splitter(text: str) -> list[str]:
+    """Split after ., ! or ? followed by white space and an upper-case letter or digit."""
+    return [s.strip() for s in _BOUNDARY.split(text) if s.strip()]
+
+
+@lru_cache(maxsize=1)
+def _spacy_model():  # type: ignore[no-untyped-def]
+    import spacy
+
+    nlp = spacy.load("en_core_web_sm", exclude=["parser", "tagger", "ner", "attribute_ruler", "lemmatizer", "tok2vec"])
+    nlp.enable_pipe("senter")
+    nlp.max_length = 1_500_000_000
+    return nlp
+
+
+def spacy_splitter(text: str) -> list[str]:
+    """en_core_web_sm's sentence recognizer, as the official collection used."""
+    return [str(s) for s in _spacy_model()(text).sents]
+
+
+def splitter(name: str = "auto") -> Splitter:
+    """``spacy``, ``rule``, or ``auto`` (spaCy when en_core_web_sm is installed, else rules)."""
+    if name == "rule":
+        return rule_splitter
+    if name == "spacy":
+        return spacy_splitter
+    try:
+        _spacy_model()
+        return spacy_splitter
+    except (ImportError, OSError):
+        return rule_splitter
+
+
+def segment(doc_id: str, clean_text: str, split: Splitter = rule_splitter) -> list[tuple[str, str]]:
+    """``[(passage_id, text), ...]`` of one document."""
+    text = clean_text.replace("\n", " ").strip()[:MAX_CHARS]
+    sentences = split(text)
+    passages = []
+    for i in range(0, len(sentences), STRIDE):
+        passages.append((f"{doc_id}:{len(passages)}", " ".join(sentences[i: i + WINDOW])))
+        if i + WINDOW >= len(sentences):
+            break
+    return passages

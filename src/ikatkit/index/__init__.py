@@ -1,0 +1,1 @@
+"""Lucene indexes: building (Anserini), manifest, stats and passage lookup."""
