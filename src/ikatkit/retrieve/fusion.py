@@ -1,0 +1,46 @@
+"""Rank fusion over lists of ``(id, score)``: round-robin interleaving, RRF, score normalisation.
+
+Fused lists carry strictly decreasing scores, as official runs need non-increasing scores.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+Ranking = Sequence[tuple[str, float]]
+
+
+def interleave(lists: Sequence[Ranking], k: int = 1000) -> list[tuple[str, float]]:
+    """Take the 1st of each list, then the 2nd of each, ...; skip ids already taken; score 1/rank."""
+    fused: list[str] = []
+    seen: set[str] = set()
+    for depth in range(max((len(r) for r in lists), default=0)):
+        for ranking in lists:
+            if depth < len(ranking) and ranking[depth][0] not in seen:
+                seen.add(ranking[depth][0])
+                fused.append(ranking[depth][0])
+    return [(pid, 1.0 / rank) for rank, pid in enumerate(fused[:k], start=1)]
+
+
+def rrf(lists: Sequence[Ranking], k: int = 1000, k_rrf: int = 60) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion: sum of 1 / (k_rrf + rank); ties broken by id."""
+    scores: dict[str, float] = {}
+    for ranking in lists:
+        for rank, (pid, _) in enumerate(ranking, start=1):
+            scores[pid] = scores.get(pid, 0.0) + 1.0 / (k_rrf + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def normalize(ranking: Ranking, method: str = "minmax") -> list[tuple[str, float]]:
+    """Scores rescaled by ``minmax`` (to [0, 1]) or ``zscore``; order kept."""
+    scores = [s for _, s in ranking]
+    if not scores:
+        return []
+    if method == "minmax":
+        low, high = min(scores), max(scores)
+        return [(pid, (s - low) / (high - low) if high > low else 1.0) for pid, s in ranking]
+    if method == "zscore":
+        mean, sd = statistics.fmean(scores), statistics.pstdev(scores)
+        return [(pid, (s - mean) / sd if sd else 0.0) for pid, s in ranking]
+    raise ValueError(f"unknown normalisation {method!r}: use minmax or zscore")
