@@ -71,9 +71,11 @@ class Rewrite:
 
         outputs = _chat(self.llm, "rtg_rewrite", [_context(r) for r in records])
         for record, output in zip(records, outputs):
-            record.query = parse_rewrite(output, fallback=record.utterance)
-            if record.query == record.utterance and not output.strip():
+            record.query = parse_rewrite(output)
+            if not record.query:
+                record.query = record.utterance
                 record.notes.append("empty rewrite: raw utterance used")
+                self.llm.count_fallback()
         return records
 
 
@@ -209,7 +211,11 @@ class GenerateQueries:
 
         variables = [dict(_context(r), answer=r.initial_answer or "", n=self.n) for r in records]
         for record, output in zip(records, _chat(self.llm, "gtr_queries", variables)):
-            record.queries = parse_queries(output, limit=self.n) or [record.query or record.utterance]
+            record.queries = parse_queries(output, limit=self.n)
+            if not record.queries:
+                record.queries = [record.query or record.utterance]
+                record.notes.append("no generated query: the utterance used")
+                self.llm.count_fallback()
         return records
 
 

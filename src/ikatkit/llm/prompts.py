@@ -1,0 +1,44 @@
+"""Prompt templates, one file per task in ``prompts/``, filled from a turn's context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib.resources import files
+from typing import Any
+
+from ikatkit.errors import IkatError
+
+TASKS = ("rtg_rewrite", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify")
+MAX_PASSAGE_WORDS = 200
+
+
+@lru_cache(maxsize=None)
+def template(task: str) -> str:
+    if task not in TASKS:
+        raise IkatError(f"unknown prompt task {task!r}", fix=f"use one of {TASKS}")
+    return (files("ikatkit.llm") / "prompts" / f"{task}.txt").read_text(encoding="utf-8").strip()
+
+
+def format_context(history: Sequence[tuple[str, str]]) -> str:
+    """All previous user utterances, then the last canonical response (the seed paper's context)."""
+    if not history:
+        return "(none: this is the first turn)"
+    lines = [f"User: {utterance}" for utterance, _ in history]
+    if history[-1][1]:
+        lines.append(f"System: {history[-1][1]}")
+    return "\n".join(lines)
+
+
+def render(task: str, *, history: Sequence[tuple[str, str]] = (), utterance: str = "", query: str = "",
+           ptkb: Sequence[str] = (), all_ptkb: Sequence[tuple[str, str]] = (), passages: Sequence[str] = (),
+           answer: str = "", n: int = 5, response: str = "", **_: Any) -> list[dict[str, str]]:
+    """The chat messages of ``task`` for one turn."""
+    text = template(task).format(
+        context=format_context(history), utterance=utterance, query=query or utterance,
+        ptkb="\n".join(f"- {s}" for s in ptkb) or "(none)",
+        passages="\n\n".join(f"[{i}] {' '.join(p.split()[:MAX_PASSAGE_WORDS])}" for i, p in enumerate(passages, 1))
+        or "(none)",
+        statements="\n".join(f"{key}. {text}" for key, text in all_ptkb) or "(none)",
+        answer=answer, n=n, response=response)
+    return [{"role": "user", "content": text}]
