@@ -78,7 +78,45 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_run, _add_demo]
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    for name, help_text in (("eval", "evaluate a run's passage ranking against qrels (ir-measures)"),
+                            ("eval-ptkb", "evaluate a run's PTKB provenance ranking against PTKB qrels")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("run", help="official JSON/JSONL run, TREC run, or {qid: {docid: score}} JSON")
+        p.add_argument("--qrels", required=True, help="TREC qrels (PTKB qrels for eval-ptkb)")
+        p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures)")
+        p.add_argument("--per-query", action="store_true", help="also print per-query values")
+        p.add_argument("--missing", choices=["skip", "zero"], default="skip",
+                       help="judged turns the run lacks: left out (as trec_eval) or counted as 0")
+        p.add_argument("--format", choices=["tsv", "json"], default="tsv")
+        p.add_argument("--out", help="write the result here instead of standard output")
+        p.set_defaults(func=_run_eval, ptkb=name == "eval-ptkb")
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from ikatkit.atomic import write_text
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.ptkb import evaluate_ptkb
+
+    if args.ptkb:
+        from ikatkit.runs.io import read_run
+
+        options = {"measures": args.measures} if args.measures else {}
+        result = evaluate_ptkb(read_run(args.run), args.qrels, missing=args.missing, **options)
+    else:
+        result = evaluate(args.run, args.qrels, args.measures, missing=args.missing)
+    text = (json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json"
+            else result.to_tsv(args.per_query))
+    if args.out:
+        write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    print(f"{len(result.evaluated)} judged turns evaluated, {len(result.missing)} judged turns missing from the run",
+          file=sys.stderr)
+    return 0
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_eval, _add_run, _add_demo]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""Evaluation with ir-measures: passage rankings and PTKB rankings, comparison, significance, plots."""

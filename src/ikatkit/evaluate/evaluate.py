@@ -1,0 +1,70 @@
+"""Evaluate rankings against qrels with ir-measures: means and per-query values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ir_measures
+
+from ikatkit.evaluate.measures import TRACK_MEASURES, parse_measures
+from ikatkit.evaluate.qrels import Qrels, load_qrels
+from ikatkit.runs.model import Run
+
+Rankings = dict[str, dict[str, float]]
+
+
+@dataclass
+class EvalResult:
+    """``mean`` and ``per_query`` keyed by measure name; the judged turns evaluated and missed."""
+
+    mean: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    evaluated: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "per_query": self.per_query, "evaluated": len(self.evaluated),
+                "missing": self.missing}
+
+    def to_tsv(self, per_query: bool = False) -> str:
+        lines = [f"{m}\tall\t{v:.6f}" for m, v in self.mean.items()]
+        if per_query:
+            lines += [f"{m}\t{q}\t{v:.6f}" for q, values in self.per_query.items() for m, v in values.items()]
+        return "\n".join(lines) + "\n"
+
+
+def rankings_of(run: Run | Rankings | str | Path) -> Rankings:
+    """``{qid: {docid: score}}`` from a Run, such a dict, or any run file ``read_run`` reads."""
+    if isinstance(run, Run):
+        return run.trec_ranking()
+    if isinstance(run, dict):
+        return run
+    from ikatkit.runs.io import read_run
+
+    return read_run(run).trec_ranking()
+
+
+def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path, measures: list[str] | tuple[str, ...] | None = None,
+             missing: str = "skip") -> EvalResult:
+    """Evaluate over the judged turns the run answers (as trec_eval does); ``missing="zero"`` also counts the
+    judged turns the run lacks, with 0 for every measure."""
+    rankings = rankings_of(run)
+    qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
+    names = list(measures or TRACK_MEASURES)
+    parsed = parse_measures(names)
+    label = dict(zip(map(str, parsed), names))
+    judged = list(qrels)
+    evaluated = [q for q in rankings if q in qrels and rankings[q]]
+    per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
+    for metric in ir_measures.iter_calc(parsed, qrels, {q: rankings[q] for q in evaluated}):
+        if metric.query_id in per_query:  # ir-measures also reports judged turns the run lacks
+            per_query[metric.query_id][label[str(metric.measure)]] = float(metric.value)
+    lacking = [q for q in judged if q not in per_query]
+    if missing == "zero":
+        for q in lacking:
+            per_query[q] = {n: 0.0 for n in names}
+    count = max(len(per_query), 1)
+    mean = {n: sum(v.get(n, 0.0) for v in per_query.values()) / count for n in names}
+    return EvalResult(mean, per_query, evaluated, lacking)

@@ -1,0 +1,53 @@
+"""Evaluation on real data: the reference run's published scores, qrels counts, PTKB evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ikatkit.errors import IkatError
+from ikatkit.evaluate.evaluate import evaluate
+from ikatkit.evaluate.measures import TREC_EVAL_NAMES
+from ikatkit.evaluate.ptkb import evaluate_ptkb
+from ikatkit.evaluate.qrels import load_qrels
+
+
+def test_reference_run_reproduces_published_scores(ikat2023):
+    published = json.loads((ikat2023 / "reference_run" / "splade_deberta_perf.json").read_text())
+    run = json.loads((ikat2023 / "reference_run" / "splade_deberta_run.json").read_text())
+    result = evaluate(run, ikat2023 / "qrels.txt", list(published))
+    assert len(result.evaluated) == 176 and result.missing == []
+    for name, value in published.items():
+        assert result.mean[name] == pytest.approx(value, abs=1e-6), (name, TREC_EVAL_NAMES[name])
+
+
+def test_qrels_counts_and_errors(ikat2023, tmp_path):
+    qrels = load_qrels(ikat2023 / "qrels.txt")
+    assert sum(len(d) for d in qrels.values()) == 34183
+    assert len(qrels) == 176
+    assert len({d for docs in qrels.values() for d in docs}) == 27238
+    bad = tmp_path / "bad.txt"
+    bad.write_text("9-1_3 0 clueweb22-en0000-00-00251:12 0\n9-1_3 0 clueweb22-en0000-06-17856:4\n")
+    with pytest.raises(IkatError, match=r"bad.txt \(line 2\): expected 'qid 0 docid grade'"):
+        load_qrels(bad)
+
+
+def test_missing_turns_count_zero_only_when_asked(ikat2023):
+    run = json.loads((ikat2023 / "reference_run" / "splade_deberta_run.json").read_text())
+    qrels = load_qrels(ikat2023 / "qrels.txt")
+    half = dict(list(run.items())[:100])
+    skipped = evaluate(half, qrels, ["nDCG@5"])
+    zeroed = evaluate(half, qrels, ["nDCG@5"], missing="zero")
+    assert len(skipped.evaluated) + len(skipped.missing) == 176
+    assert zeroed.mean["nDCG@5"] == pytest.approx(skipped.mean["nDCG@5"] * len(skipped.evaluated) / 176)
+
+
+def test_ptkb_gold_ranking_is_perfect_against_organizers_labels(ikat2023):
+    from ikatkit.topics import load_topics
+
+    topics = load_topics(ikat2023 / "test_topics.json")
+    gold = {t.qid: {k: 1.0 / (i + 1) for i, k in enumerate(t.ptkb_provenance)} for t in topics}
+    result = evaluate_ptkb(gold, ikat2023 / "ptkb_qrels.organizers.txt")
+    assert len(result.evaluated) == 112
+    assert result.mean["nDCG@5"] == pytest.approx(1.0) and result.mean["AP"] == pytest.approx(1.0)
