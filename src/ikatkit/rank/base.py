@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def default_batch_size(device: object) -> int:
+    """1 on CPU, where it is as fast as batching (measured: 300 passages in 10.5 s either way) and makes every
+    score independent of which other texts share its batch, so a resumed run reproduces its scores bit for bit;
+    64 on accelerators, where batching pays."""
+    return 1 if str(device).startswith("cpu") else 64
+
+
 class Ranker:
     """Subclasses implement ``_score_unique``; pairs are deduplicated and scores cached by content."""
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 from ikatkit.models import resolve_model
-from ikatkit.rank.base import Ranker
+from ikatkit.rank.base import Ranker, default_batch_size
 
 
 class BiEncoder(Ranker):
     """Texts are encoded once per ranker (embeddings cached by content) and compared by cosine."""
 
-    def __init__(self, model: str, batch_size: int = 64, device: str | None = None) -> None:
+    def __init__(self, model: str, batch_size: int | None = None, device: str | None = None) -> None:
         super().__init__()
         from sentence_transformers import SentenceTransformer
 
         self.model_name = model
         self.model = SentenceTransformer(resolve_model(model), device=device)
-        self.batch_size = batch_size
+        self.batch_size = batch_size or default_batch_size(self.model.device)
         self._vectors: dict[str, np.ndarray] = {}
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from ikatkit.models import resolve_model
-from ikatkit.rank.base import Ranker
+from ikatkit.rank.base import Ranker, default_batch_size
 
 
 class CrossEncoderRanker(Ranker):
     """Scores (query, passage) pairs jointly; e.g. ``cross-encoder/ms-marco-MiniLM-L-12-v2``."""
 
-    def __init__(self, model: str, max_length: int = 512, batch_size: int = 32, device: str | None = None) -> None:
+    def __init__(self, model: str, max_length: int = 512, batch_size: int | None = None, device: str | None = None) -> None:
         super().__init__()
         from sentence_transformers import CrossEncoder
 
         self.model_name = model
         self.model = CrossEncoder(resolve_model(model), max_length=max_length, device=device)
-        self.batch_size = batch_size
+        self.batch_size = batch_size or default_batch_size(self.model.device)
 
     def _score_unique(self, pairs: list[tuple[str, str]]) -> list[float]:
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))

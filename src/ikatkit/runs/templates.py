@@ -1,0 +1,198 @@
+"""The official run formats, read from ``submission_templates/<year>.json[l]``.
+
+Each template file holds a small sample run in the year's official format plus a ``_template`` object
+(its own line in JSON Lines) with field notes and the rules the structure must follow. From the sample
+we derive every field's type and the key order of every object; writers order their output by it and the
+validator checks files against it, so the template files are the single description of each format.
+
+Field paths name keys with dots and list items with ``[]``: ``turns[].responses[].rank``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+
+SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
+TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+              "list": "a list", "object": "an object", "map": "an object id -> score"}
+
+
+def templates_dir() -> Path:
+    """``$IKATKIT_TEMPLATES`` or the project's ``submission_templates/`` folder."""
+    env = os.environ.get("IKATKIT_TEMPLATES")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "submission_templates"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The type of one field path; ``keys`` are an object's keys in official order."""
+
+    kind: str
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShapeIssue:
+    """A structural problem: ``kind`` is missing-required, missing, type or unknown."""
+
+    kind: str
+    pattern: str
+    where: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Template:
+    """One year's official format: sample records, notes, rules and the derived field specs."""
+
+    year: int
+    path: Path
+    rules: dict[str, Any]
+    samples: tuple[dict[str, Any], ...]
+    specs: dict[str, Spec] = field(default_factory=dict)
+
+    @property
+    def jsonl(self) -> bool:
+        return self.path.suffix == ".jsonl"
+
+    @property
+    def notes(self) -> dict[str, str]:
+        return dict(self.rules.get("notes", {}))
+
+    def rule(self, name: str, default: Any = None) -> Any:
+        return self.rules.get(name, default)
+
+    def has(self, pattern: str) -> bool:
+        return pattern in self.specs
+
+    def kind(self, pattern: str) -> str:
+        return self.specs[pattern].kind
+
+    def ordered(self, pattern: str, values: dict[str, Any]) -> dict[str, Any]:
+        """The object at ``pattern`` with the template's keys in the template's order, taken from ``values``.
+
+        Keys the year's format lacks are dropped; a key the format has but ``values`` lacks is a bug.
+        """
+        keys = self.specs[pattern].keys
+        missing = [k for k in keys if k not in values]
+        if missing:
+            raise IkatError(f"writer gave no value for {[_join(pattern, k) for k in missing]}", path=self.path,
+                            fix="the writer and the template disagree; update ikatkit.runs.io")
+        return {k: values[k] for k in keys}
+
+    def check(self, record: Any, where: str = "") -> list[ShapeIssue]:
+        """Every structural problem of one record (the whole run, or one JSONL line) against the specs."""
+        issues: list[ShapeIssue] = []
+        self._check(record, "", where, issues)
+        return issues
+
+    def _check(self, value: Any, pattern: str, where: str, issues: list[ShapeIssue]) -> None:
+        spec = self.specs[pattern]
+        if not _is_kind(value, spec.kind):
+            issues.append(ShapeIssue("type", pattern, where or "(top level)",
+                                     f"{pattern or 'the record'} is {_json_type(value)}, expected {TYPE_NAMES[spec.kind]}"))
+            return
+        if spec.kind == "list" and _join(pattern, "[]") in self.specs:
+            for i, item in enumerate(value):
+                self._check(item, pattern + "[]", f"{where}[{i}]", issues)
+        elif spec.kind == "map":
+            item_kind = self.specs[pattern + "{}"].kind
+            for key, item in value.items():
+                if not _is_kind(item, item_kind):
+                    issues.append(ShapeIssue("type", pattern, f"{where}[{key!r}]",
+                                             f"{pattern} value of {key!r} is {_json_type(item)}, "
+                                             f"expected {TYPE_NAMES[item_kind]}"))
+        elif spec.kind == "object":
+            for key in spec.keys:
+                child = _join(pattern, key)
+                if key in value:
+                    self._check(value[key], child, _join(where, key), issues)
+                elif child in self.rule("required", []):
+                    issues.append(ShapeIssue("missing-required", child, where or "(top level)",
+                                             f"required field {child!r} is missing"))
+                elif child not in self.rule("optional", []):
+                    issues.append(ShapeIssue("missing", child, where or "(top level)",
+                                             f"field {child!r} is missing (read as empty)"))
+            for key in value:
+                if key not in spec.keys:
+                    issues.append(ShapeIssue("unknown", _join(pattern, key), where or "(top level)",
+                                             f"unknown field {_join(pattern, key)!r}"))
+
+
+def _join(pattern: str, key: str) -> str:
+    if key == "[]":
+        return pattern + "[]"
+    return f"{pattern}.{key}" if pattern else key
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    for kind in ("bool", "int", "float", "str", "list"):
+        if _is_kind(value, kind):
+            return TYPE_NAMES[kind]
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":  # protobuf's JSON mapping, used by the 2023/2024 validators, also takes "13"
+        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit())
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list)
+    return isinstance(value, dict)
+
+
+def _derive(value: Any, pattern: str, maps: set[str], specs: dict[str, Spec]) -> None:
+    if pattern in maps:
+        specs[pattern] = Spec("map")
+        specs[pattern + "{}"] = Spec(_scalar_kind(next(iter(value.values()))))
+    elif isinstance(value, dict):
+        specs[pattern] = Spec("object", tuple(value))
+        for key, item in value.items():
+            _derive(item, _join(pattern, key), maps, specs)
+    elif isinstance(value, list):
+        specs[pattern] = Spec("list")
+        if value:
+            _derive(value[0], pattern + "[]", maps, specs)
+    else:
+        specs[pattern] = Spec(_scalar_kind(value))
+
+
+def _scalar_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    return {int: "int", float: "float", str: "str"}[type(value)]
+
+
+@cache
+def load_template(year: int) -> Template:
+    """The template of ``year`` (2023, 2024 or 2025) with its field specs derived from the sample."""
+    if year not in SUFFIX:
+        raise IkatError(f"no official run format for {year}", fix=f"use one of {sorted(SUFFIX)}")
+    path = templates_dir() / f"{year}{SUFFIX[year]}"
+    if not path.is_file():
+        raise IkatError("submission template not found", path=path,
+                        fix="run from the project checkout or set IKATKIT_TEMPLATES to its submission_templates/")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        records = [json.loads(text)]
+    rules = records[0].pop("_template")
+    samples = tuple(r for r in records if r)
+    specs: dict[str, Spec] = {}
+    _derive(samples[0], "", set(rules.get("maps", [])), specs)
+    return Template(year, path, rules, samples, specs)
