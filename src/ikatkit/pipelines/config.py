@@ -68,10 +68,13 @@ class Resources:
             self.built[name] = self._build(name, dict(self.config.resources[name]))
         return self.built[name]
 
+    def fits(self, param: str) -> list[str]:
+        """Names of the declared resources that can serve a stage parameter."""
+        return [n for n, spec in self.config.resources.items() if spec.get("kind") in PARAM_KINDS[param]]
+
     def default(self, param: str) -> str:
         """The only resource that fits a stage parameter the stage does not name."""
-        kinds = PARAM_KINDS[param]
-        names = [n for n, spec in self.config.resources.items() if spec.get("kind") in kinds]
+        names = self.fits(param)
         if len(names) != 1:
             raise IkatError(f"{len(names)} resources fit {param!r}; name the one the stage uses",
                             path=self.config.path, fix=f"add {param} = \"<resource name>\" to the stage")
@@ -112,8 +115,10 @@ def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
         cls = STAGES[spec["stage"]]
         accepted = inspect.signature(cls.__init__).parameters
         for param in RESOURCE_PARAMS:
-            if param in accepted and param not in params and accepted[param].default is inspect.Parameter.empty:
-                params[param] = resources.default(param)
+            if param in accepted and param not in params:
+                required = accepted[param].default is inspect.Parameter.empty
+                if required or resources.fits(param):
+                    params[param] = resources.default(param)
             if param in params:
                 params[param] = resources.get(params[param])
         stages.append(cls(**params))
