@@ -116,7 +116,120 @@ def _run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_eval, _add_run, _add_demo]
+def _add_validate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check a run against the topics: the organizers' rules and more")
+    p.add_argument("run", help="official JSON/JSONL run")
+    p.add_argument("--topics", required=True, help="the year's topic JSON")
+    p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
+    ids = p.add_mutually_exclusive_group()
+    ids.add_argument("--index", help="check that every passage exists in this Lucene index")
+    ids.add_argument("--ids", help="... or in this id file (one id per line) or hash file (doc_id<TAB>n<TAB>md5)")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.runs.validate import validate_run
+        from ikatkit.topics import load_topics
+
+        report = validate_run(args.run, load_topics(args.topics, args.year), ids=args.index or args.ids)
+        print(report)
+        return 0 if report.ok else 1
+
+    p.set_defaults(func=run)
+
+
+def _add_convert(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("convert", help="convert a run between the 2023/2024 JSON, 2025 JSONL and TREC formats")
+    p.add_argument("run", help="a run in any supported format")
+    p.add_argument("--to", required=True, choices=["2023", "2024", "2025", "trec"])
+    p.add_argument("--out", required=True, help="output file")
+    p.add_argument("--topics", help="topics, to fill PTKB statement texts/keys the target format needs")
+    p.add_argument("--team-id", help="team id (2025 metadata)")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.runs.io import read_run, write_run
+        from ikatkit.topics import load_topics
+
+        topics = load_topics(args.topics) if args.topics else None
+        converted = read_run(args.run, topics=topics)
+        converted.year = int(args.to) if args.to != "trec" else converted.year
+        if args.team_id:
+            converted.team_id = args.team_id
+        write_run(converted, args.out, args.to, topics=topics)
+        print(f"wrote {len(converted.turns)} turns as {args.to} to {args.out}")
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_index(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("index", help="build a Lucene BM25 index, show its stats, look up a passage")
+    isub = p.add_subparsers(dest="index_command", required=True)
+    b = isub.add_parser("build", help="index a collection (ClueWeb22 records are segmented the iKAT way)")
+    b.add_argument("inputs", nargs="+", help="collection files or folders")
+    b.add_argument("--out", required=True, help="index folder (re-running on a finished index does nothing)")
+    b.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
+    b.add_argument("--threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
+    b.add_argument("--shards", type=int, help="JSONL shards Anserini reads in parallel (default: threads)")
+    b.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"],
+                   help="sentence splitter for ClueWeb22 records (official ids need spaCy en_core_web_sm)")
+    b.add_argument("--heap", default="4g", help="Java heap for Anserini")
+    s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
+    s.add_argument("index")
+    g = isub.add_parser("get", help="print a passage's stored text")
+    g.add_argument("index")
+    g.add_argument("pid", help="passage id, e.g. clueweb22-en0000-00-00000:0")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.index import lookup
+        from ikatkit.index.build import build_index
+
+        if args.index_command == "build":
+            build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
+                        splitter=args.splitter, heap=args.heap)
+        elif args.index_command == "stats":
+            print(json.dumps(lookup.stats(args.index), indent=2))
+        else:
+            text = lookup.doc(args.index, args.pid)
+            if text is None:
+                print(f"ikatkit: {args.pid} is not in {args.index}", file=sys.stderr)
+                return 1
+            print(text)
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_search(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="BM25 (+RM3) search of the topics' queries; writes a TREC run")
+    p.add_argument("--index", required=True)
+    p.add_argument("--topics", required=True)
+    p.add_argument("--queries", choices=["raw", "manual"], default="manual", help="raw or resolved utterances")
+    p.add_argument("--k", type=int, default=1000)
+    p.add_argument("--k1", type=float, default=0.9)
+    p.add_argument("--b", type=float, default=0.4)
+    p.add_argument("--rm3", action="store_true", help="RM3 expansion (fb_terms 10, fb_docs 10, weight 0.5)")
+    p.add_argument("--out", required=True, help="TREC run file")
+    p.add_argument("--run-name", default="bm25")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.retrieve.bm25 import Bm25Searcher
+        from ikatkit.runs.io import write_run
+        from ikatkit.runs.model import PassageRef, Response, Run, TurnResult
+        from ikatkit.topics import load_topics
+
+        queries = load_topics(args.topics).queries(args.queries)
+        searcher = Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)
+        hits = searcher.batch_search(queries, args.k)
+        run_ = Run(args.run_name, "manual" if args.queries == "manual" else "automatic",
+                   [TurnResult(q, [Response(1, "", [PassageRef(h.docid, h.score) for h in hits[q]])]) for q in queries])
+        write_run(run_, args.out, "trec")
+        print(f"wrote {sum(map(len, hits.values()))} hits for {len(queries)} queries to {args.out}")
+        return 0
+
+    p.set_defaults(func=run)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_index, _add_search, _add_run,
+                                                             _add_demo]
 
 
 def build_parser() -> argparse.ArgumentParser:

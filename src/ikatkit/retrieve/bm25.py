@@ -27,7 +27,7 @@ class Bm25Searcher:
         self.index = check_index(index)
         self.searcher = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(self.index))
         self.searcher.set_bm25(k1, b)
-        if rm3:
+        if rm3 is not None:
             self.searcher.set_rm3(**rm3)
         self.threads = threads
         self._texts: dict[str, str] = {}
