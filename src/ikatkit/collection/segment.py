@@ -19,7 +19,7 @@ STRIDE = 5
 
 Splitter = Callable[[str], list[str]]
 
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])")
+_BOUNDARY = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]*[A-Z0-9])")
 
 
 def rule_splitter(text: str) -> list[str]:
