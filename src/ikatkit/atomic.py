@@ -24,6 +24,7 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -41,3 +42,9 @@ def write_json(path: str | Path, data: Any, indent: int | None = 2) -> None:
     with atomic_open(path) as handle:
         json.dump(data, handle, indent=indent, ensure_ascii=False)
         handle.write("\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -228,7 +228,44 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_index, _add_search, _add_run,
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    for name, help_text in (("compare", "compare runs: measures, paired significance, wins/ties/losses, plots"),
+                            ("report", "one self-contained HTML report comparing runs (e.g. manual vs automatic)")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("runs", nargs="+", help="runs in any supported format; NAME=PATH sets the name")
+        p.add_argument("--qrels", required=True)
+        p.add_argument("--ptkb-qrels", help="also compare the runs' PTKB rankings")
+        p.add_argument("--baseline", help="the run the others are tested against (default: the first)")
+        p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures)")
+        p.add_argument("--test", choices=["ttest", "wilcoxon", "randomization"], default="ttest")
+        p.add_argument("--correction", choices=["holm", "bonferroni", "none"], default="holm")
+        p.add_argument("--out", required=name == "report", help="folder for tables, plots (and the report)")
+        p.set_defaults(func=_run_compare, report=name == "report")
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ikatkit.evaluate.compare import compare_runs
+    from ikatkit.evaluate.report import write_comparison, write_report
+
+    runs = dict(r.split("=", 1) if "=" in r else (Path(r).stem, r) for r in args.runs)
+    baseline = args.baseline if args.baseline in runs or args.baseline is None else Path(args.baseline).stem
+    options = {"baseline": baseline, "measures": args.measures, "test": args.test, "correction": args.correction}
+    if args.report:
+        path = write_report(runs, args.qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, **options)
+        print(f"report: {path}")
+        return 0
+    comparison = compare_runs(runs, args.qrels, **options)
+    print(comparison.to_markdown())
+    if args.out:
+        files = write_comparison(comparison, Path(args.out))
+        print(f"tables and plots in {args.out}: " + ", ".join(Path(str(f)).name for f in
+                                                             [files["csv"], files["latex"], *files["plots"]]))
+    return 0
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run,
                                                              _add_demo]
 
 

@@ -1,0 +1,76 @@
+"""Write a comparison to files: Markdown, CSV, LaTeX, breakdown plots and tables, one self-contained HTML."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+from pathlib import Path
+from typing import Any
+
+from ikatkit.atomic import write_text
+from ikatkit.evaluate.compare import Comparison, compare_runs
+from ikatkit.evaluate.plots import by_conversation, by_position, plot_breakdowns
+
+
+def write_comparison(comparison: Comparison, out: Path, measure: str = "nDCG@5",
+                     ptkb: Comparison | None = None) -> dict[str, Any]:
+    """All files of a comparison in ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Any] = {"markdown": out / "comparison.md", "csv": out / "comparison.csv",
+                             "latex": out / "comparison.tex"}
+    write_text(files["markdown"], comparison.to_markdown() + "\n")
+    write_text(files["csv"], comparison.to_csv())
+    write_text(files["latex"], comparison.to_latex())
+    files["plots"] = plot_breakdowns(comparison.results, measure, out)
+    for kind, breakdown in (("per_turn", by_position), ("per_conversation", by_conversation)):
+        path = out / f"{kind}.csv"
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            series = {name: breakdown(r, measure) for name, r in comparison.results.items()}
+            keys = sorted({k for s in series.values() for k in s}, key=str)
+            writer.writerow([kind.split("_", 1)[1], *series])
+            writer.writerows([[k, *(f"{s.get(k, float('nan')):.4f}" for s in series.values())] for k in keys])
+        files[kind] = path
+    if ptkb is not None:
+        write_text(out / "ptkb_comparison.md", ptkb.to_markdown() + "\n")
+        files["ptkb_plots"] = plot_breakdowns(ptkb.results, ptkb.measures[0], out, prefix="ptkb_")
+    return files
+
+
+def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = None, **options: Any) -> Path:
+    """The manual-vs-automatic report: one HTML file with the tables and the plots embedded."""
+    comparison = compare_runs(runs, qrels, **options)
+    ptkb = None
+    if ptkb_qrels is not None:
+        from ikatkit.evaluate.measures import PTKB_MEASURES
+        from ikatkit.evaluate.ptkb import ptkb_rankings
+        from ikatkit.runs.io import read_run
+
+        rankings = {n: ptkb_rankings(read_run(r) if isinstance(r, (str, Path)) else r) for n, r in runs.items()}
+        ptkb = compare_runs(rankings, ptkb_qrels, measures=list(PTKB_MEASURES),
+                            test=options.get("test", "ttest"), correction=options.get("correction", "holm"))
+    files = write_comparison(comparison, out, ptkb=ptkb)
+    sections = [_table_html("Passage ranking", comparison)]
+    if ptkb is not None:
+        sections.append(_table_html("PTKB statement ranking", ptkb))
+    for path in files["plots"] + files.get("ptkb_plots", []):
+        data = base64.b64encode(Path(path).read_bytes()).decode()
+        sections.append(f'<figure><img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{html.escape(Path(path).stem)}</figcaption></figure>")
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>ikatkit report</title><style>"
+            "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
+            "img{max-width:100%}</style></head><body><h1>Run comparison</h1>" + "".join(sections) + "</body></html>")
+    path = out / "report.html"
+    write_text(path, page)
+    return path
+
+
+def _table_html(title: str, comparison: Comparison) -> str:
+    rows = comparison.table()
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+    note = (f"* p &lt; 0.05 against {html.escape(comparison.baseline)} ({comparison.test}, {comparison.correction} "
+            "correction); (wins/ties/losses) per judged turn; judged@k: fraction of the top k with a judgement.")
+    return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table><p>{note}</p>"
