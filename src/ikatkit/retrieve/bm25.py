@@ -1,4 +1,11 @@
-"""BM25 (+RM3) search over a Lucene index built by ``ikatkit index build`` (Pyserini on our own JVM)."""
+"""BM25 (+RM3) search over a Lucene index built by ``ikatkit index build`` (Lucene and Anserini on our own JVM).
+
+Pyserini's ``LuceneSearcher.search`` loads every hit's stored document, which dominates at k=1000. Our
+path runs the same Anserini query (bag of words, Anserini's English analyzer) on a Lucene
+``IndexSearcher`` with the same sort (score, then id) and maps Lucene doc numbers to passage ids through
+a table kept beside the index (``docids.npy``, memory-mapped, built on first use). Text is fetched only
+for the passages a later stage asks for (:meth:`Bm25Searcher.texts`). RM3 runs through Pyserini.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ikatkit.index.lookup import check_index
+
+ID_TABLE = "docids.npy"
 
 
 @dataclass(frozen=True)
@@ -17,37 +28,70 @@ class Hit:
     score: float
 
 
+def id_table(index: Path, reader: Any, stored: Any) -> np.ndarray:
+    """Passage id of every Lucene doc number, cached as a memory-mapped file in the index folder."""
+    path = index / ID_TABLE
+    if not path.exists():
+        from ikatkit.atomic import atomic_open
+
+        ids = np.array([stored.document(i).get("id") for i in range(reader.maxDoc())], dtype=np.str_)
+        with atomic_open(path, "wb") as handle:
+            np.save(handle, ids)
+    return np.load(path, mmap_mode="r")
+
+
 class Bm25Searcher:
     """Batch BM25 search; ``rm3`` = ``{"fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5}`` enables RM3."""
 
     def __init__(self, index: str | Path, k1: float = 0.9, b: float = 0.4, rm3: dict[str, Any] | None = None,
                  threads: int = 2) -> None:
-        from ikatkit.java import import_pyserini
+        from ikatkit.java import autoclass, import_pyserini
 
         self.index = check_index(index)
-        self.searcher = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(self.index))
-        self.searcher.set_bm25(k1, b)
-        if rm3 is not None:
-            self.searcher.set_rm3(**rm3)
+        self.pyserini = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(self.index))
+        from jnius import cast  # only once our JVM runs: importing jnius first would start a bare one
+        self.pyserini.set_bm25(k1, b)
+        self.rm3 = rm3 is not None
+        if self.rm3:
+            self.pyserini.set_rm3(**(rm3 or {}))
         self.threads = threads
+        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
+            autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(self.index)).toPath()))
+        self.searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
+            cast("org.apache.lucene.index.IndexReader", reader))
+        self.searcher.setSimilarity(self.pyserini.object.get_similarity())
+        self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+        self.analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+        sort_field = autoclass("org.apache.lucene.search.SortField")
+        self.sort = autoclass("org.apache.lucene.search.Sort")(
+            sort_field.FIELD_SCORE, sort_field("id", autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
+        self.ids = id_table(self.index, reader, self.searcher.storedFields())
         self._texts: dict[str, str] = {}
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
         if not query.strip():
             return []
-        return [Hit(h.docid, float(h.score)) for h in self.searcher.search(query, k)]
+        if self.rm3:
+            return [Hit(h.docid, float(h.score)) for h in self.pyserini.search(query, k)]
+        lucene_query = self.generator.buildQuery("contents", self.analyzer, query)
+        if lucene_query is None:
+            return []
+        top = self.searcher.search(lucene_query, k, self.sort, True)
+        return [Hit(str(self.ids[hit.doc]), float(hit.score)) for hit in top.scoreDocs]
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
-        """``{qid: [Hit, ...]}`` for ``{qid: query}``, searched in parallel Java threads."""
-        live = {qid: q for qid, q in queries.items() if q.strip()}
-        found = self.searcher.batch_search(list(live.values()), list(live), k, self.threads) if live else {}
-        return {qid: [Hit(h.docid, float(h.score)) for h in found.get(qid, [])] for qid in queries}
+        """``{qid: [Hit, ...]}`` for ``{qid: query}``."""
+        if self.rm3:
+            live = {qid: q for qid, q in queries.items() if q.strip()}
+            found = self.pyserini.batch_search(list(live.values()), list(live), k, self.threads) if live else {}
+            return {qid: [Hit(h.docid, float(h.score)) for h in found.get(qid, [])] for qid in queries}
+        return {qid: self.search(query, k) for qid, query in queries.items()}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Stored passage texts (``contents``) by id; ids the index lacks are left out."""
         for pid in ids:
             if pid not in self._texts:
-                stored = self.searcher.doc(pid)
+                stored = self.pyserini.doc(pid)
                 if stored is not None:
                     self._texts[pid] = json.loads(stored.raw())["contents"]
         return {pid: self._texts[pid] for pid in ids if pid in self._texts}
