@@ -1,0 +1,56 @@
+"""Top-k BM25 throughput of our searcher against Pyserini's LuceneSearcher.search on the same index and
+queries, in the same run, checking that both return the same ids in the same order.
+
+    python bench/bench_search.py --passages 200000 --queries 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import sentence, timed  # noqa: E402
+
+from ikatkit.index.build import build_index  # noqa: E402
+from ikatkit.retrieve.bm25 import Bm25Searcher  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--passages", type=int, default=200000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--index", help="an existing index (else a synthetic one is built)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ikatkit-bench-search-"))
+    try:
+        rng = random.Random(1)
+        index = Path(args.index) if args.index else work / "index"
+        if not args.index:
+            with open(work / "p.jsonl", "w", encoding="utf-8") as handle:
+                for i in range(args.passages):
+                    text = " ".join(sentence(rng) for _ in range(rng.randint(5, 10)))
+                    handle.write(json.dumps({"id": f"clueweb22-en0000-00-{i:05d}:{i // 100000}", "contents": text}) + "\n")
+            build_index([work / "p.jsonl"], index, threads=2)
+        searcher = Bm25Searcher(index)
+        queries = [" ".join(rng.sample(sentence(rng).rstrip(".").split(), 4)) for _ in range(args.queries)]
+        report = {"passages": args.passages, "queries": len(queries)}
+        for k in (100, 1000):
+            anchor, reference = timed(lambda: [searcher.pyserini.search(q, k) for q in queries])
+            ours, hits = timed(lambda: [searcher.search(q, k) for q in queries])
+            same = all([h.docid for h in a] == [h.docid for h in b] for a, b in zip(reference, hits))
+            report[f"k={k}"] = {"lucene_searcher_q_per_s": round(len(queries) / anchor, 1),
+                                "ikatkit_q_per_s": round(len(queries) / ours, 1),
+                                "ratio_vs_lucene_searcher": round(anchor / ours, 2), "same_ids": same}
+        print(json.dumps(report, indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
