@@ -90,6 +90,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
                        help="judged turns the run lacks: left out (as trec_eval) or counted as 0")
         p.add_argument("--format", choices=["tsv", "json"], default="tsv")
         p.add_argument("--out", help="write the result here instead of standard output")
+        if name == "eval-ptkb":
+            p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
         p.set_defaults(func=_run_eval, ptkb=name == "eval-ptkb")
 
 
@@ -100,12 +102,13 @@ def _run_eval(args: argparse.Namespace) -> int:
 
     if args.ptkb:
         from ikatkit.runs.io import read_run
+        from ikatkit.topics import load_topics
 
-        options = {"measures": args.measures} if args.measures else {}
-        result = evaluate_ptkb(read_run(args.run), args.qrels, missing=args.missing, **options)
+        topics = load_topics(args.topics) if args.topics else None
+        result = evaluate_ptkb(read_run(args.run, topics=topics), args.qrels, args.measures, missing=args.missing)
     else:
         result = evaluate(args.run, args.qrels, args.measures, missing=args.missing)
-    text = (json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json"
+    text = (json.dumps(result.to_json(args.per_query), indent=2) + "\n" if args.format == "json"
             else result.to_tsv(args.per_query))
     if args.out:
         write_text(args.out, text)
@@ -235,6 +238,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         p.add_argument("runs", nargs="+", help="runs in any supported format; NAME=PATH sets the name")
         p.add_argument("--qrels", required=True)
         p.add_argument("--ptkb-qrels", help="also compare the runs' PTKB rankings")
+        p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
         p.add_argument("--baseline", help="the run the others are tested against (default: the first)")
         p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures)")
         p.add_argument("--test", choices=["ttest", "wilcoxon", "randomization"], default="ttest")
@@ -246,22 +250,29 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 def _run_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ikatkit.evaluate.compare import compare_runs
+    from ikatkit.evaluate.compare import compare_ptkb, compare_runs
     from ikatkit.evaluate.report import write_comparison, write_report
+    from ikatkit.topics import load_topics
 
     runs = dict(r.split("=", 1) if "=" in r else (Path(r).stem, r) for r in args.runs)
     baseline = args.baseline if args.baseline in runs or args.baseline is None else Path(args.baseline).stem
+    topics = load_topics(args.topics) if args.topics else None
     options = {"baseline": baseline, "measures": args.measures, "test": args.test, "correction": args.correction}
     if args.report:
-        path = write_report(runs, args.qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, **options)
+        path = write_report(runs, args.qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, topics=topics,
+                            **options)
         print(f"report: {path}")
         return 0
-    comparison = compare_runs(runs, args.qrels, **options)
-    print(comparison.to_markdown())
-    if args.out:
-        files = write_comparison(comparison, Path(args.out))
-        print(f"tables and plots in {args.out}: " + ", ".join(Path(str(f)).name for f in
-                                                             [files["csv"], files["latex"], *files["plots"]]))
+    comparisons = {"": compare_runs(runs, args.qrels, **options)}
+    if args.ptkb_qrels:
+        comparisons["ptkb_"] = compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})
+    for prefix, comparison in comparisons.items():
+        print(("PTKB statement ranking\n" if prefix else "") + comparison.to_markdown() + "\n")
+        if args.out:
+            files = write_comparison(comparison, Path(args.out), prefix=prefix)
+            print(f"tables and plots in {args.out}: " + ", ".join(
+                Path(str(f)).name for f in [files["csv"], files["latex"], files["per_turn"],
+                                            files["per_conversation"], *files["plots"]]) + "\n")
     return 0
 
 

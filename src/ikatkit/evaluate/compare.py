@@ -9,10 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ikatkit.errors import IkatError
 from ikatkit.evaluate.evaluate import EvalResult, Rankings, evaluate, rankings_of
-from ikatkit.evaluate.measures import TRACK_MEASURES
+from ikatkit.evaluate.measures import PTKB_MEASURES, TRACK_MEASURES
+from ikatkit.evaluate.ptkb import ptkb_rankings
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.evaluate.significance import correct, paired_test
+from ikatkit.runs.model import Run
+from ikatkit.topics import Topics
 
 JUDGED_DEPTHS = (5, 10, 20)
 
@@ -85,6 +89,9 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
     rankings = {name: rankings_of(run) for name, run in runs.items()}
     results = {name: evaluate(r, qrels, measures) for name, r in rankings.items()}
     baseline = baseline or next(iter(runs))
+    if baseline not in runs:
+        raise IkatError(f"baseline {baseline!r} is not among the runs {list(runs)}", where="--baseline",
+                        fix="name one of the compared runs (NAME=PATH sets a run's name)")
     rows: list[dict[str, Any]] = []
     base = results[baseline].per_query
     for name, result in results.items():
@@ -101,3 +108,14 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
         row["p_adjusted"] = adjusted
     judged = {name: {k: judged_fraction(r, qrels, k) for k in JUDGED_DEPTHS} for name, r in rankings.items()}
     return Comparison(baseline, measures, results, rows, judged, test, correction)
+
+
+def compare_ptkb(runs: dict[str, Run | str | Path], ptkb_qrels: Qrels | str | Path, topics: Topics | None = None,
+                 **options: Any) -> Comparison:
+    """The runs' PTKB provenance rankings compared like passage rankings (``topics`` maps 2025 texts to keys)."""
+    from ikatkit.runs.io import read_run
+
+    rankings = {name: ptkb_rankings(run if isinstance(run, Run) else read_run(run, topics=topics))
+                for name, run in runs.items()}
+    return compare_runs(rankings, ptkb_qrels, measures=list(options.pop("measures", None) or PTKB_MEASURES),
+                        **options)

@@ -24,11 +24,15 @@ class EvalResult:
     evaluated: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "per_query": self.per_query, "evaluated": len(self.evaluated),
-                "missing": self.missing}
+    def to_json(self, per_query: bool = False) -> dict[str, Any]:
+        """Means, the count of judged turns evaluated, the judged turns missing (and per-query values)."""
+        data: dict[str, Any] = {"mean": self.mean, "evaluated": len(self.evaluated), "missing": self.missing}
+        if per_query:
+            data["per_query"] = self.per_query
+        return data
 
     def to_tsv(self, per_query: bool = False) -> str:
+        """``measure<TAB>qid|all<TAB>value`` lines, as trec_eval prints them."""
         lines = [f"{m}\tall\t{v:.6f}" for m, v in self.mean.items()]
         if per_query:
             lines += [f"{m}\t{q}\t{v:.6f}" for q, values in self.per_query.items() for m, v in values.items()]

@@ -27,10 +27,11 @@ def by_conversation(result: EvalResult, measure: str) -> dict[str, float]:
     groups: dict[str, list[float]] = {}
     for qid, values in result.per_query.items():
         groups.setdefault(split_query_id(qid)[0], []).append(values[measure])
-    return {c: sum(v) / len(v) for c, v in sorted(groups.items(), key=lambda item: _natural(item[0]))}
+    return {c: sum(v) / len(v) for c, v in sorted(groups.items(), key=lambda item: natural_key(item[0]))}
 
 
-def _natural(name: str) -> list[int | str]:
+def natural_key(name: str) -> list[int | str]:
+    """Sort key that orders "10-1" after "9-2"."""
     return [int(part) if part.isdigit() else part for part in name.replace("-", " ").split()]
 
 
@@ -50,7 +51,7 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
     paths.append(out / f"{prefix}{_safe(measure)}_per_turn.png")
     fig.savefig(paths[-1])
     plt.close(fig)
-    conversations = sorted({c for r in results.values() for c in by_conversation(r, measure)}, key=_natural)
+    conversations = sorted({c for r in results.values() for c in by_conversation(r, measure)}, key=natural_key)
     fig, ax = plt.subplots(figsize=(max(8, len(conversations) * 0.45), 4.5), dpi=120)
     width = 0.8 / max(len(results), 1)
     for i, (name, result) in enumerate(results.items()):

@@ -5,56 +5,52 @@ from __future__ import annotations
 import base64
 import csv
 import html
+import io
 from pathlib import Path
 from typing import Any
 
 from ikatkit.atomic import write_text
-from ikatkit.evaluate.compare import Comparison, compare_runs
-from ikatkit.evaluate.plots import by_conversation, by_position, plot_breakdowns
+from ikatkit.evaluate.compare import Comparison, compare_ptkb, compare_runs
+from ikatkit.evaluate.plots import by_conversation, by_position, natural_key, plot_breakdowns
 
 
-def write_comparison(comparison: Comparison, out: Path, measure: str = "nDCG@5",
-                     ptkb: Comparison | None = None) -> dict[str, Any]:
-    """All files of a comparison in ``out``; returns their paths."""
+def write_comparison(comparison: Comparison, out: Path, measure: str | None = None, prefix: str = "") -> dict[str, Any]:
+    """All files of a comparison in ``out`` (names start with ``prefix``): Markdown, CSV and LaTeX tables,
+    per-turn and per-conversation tables and plots of ``measure`` (default: nDCG@5, else the first measure)."""
     out.mkdir(parents=True, exist_ok=True)
-    files: dict[str, Any] = {"markdown": out / "comparison.md", "csv": out / "comparison.csv",
-                             "latex": out / "comparison.tex"}
+    measure = measure or ("nDCG@5" if "nDCG@5" in comparison.measures else comparison.measures[0])
+    files: dict[str, Any] = {"markdown": out / f"{prefix}comparison.md", "csv": out / f"{prefix}comparison.csv",
+                             "latex": out / f"{prefix}comparison.tex"}
     write_text(files["markdown"], comparison.to_markdown() + "\n")
     write_text(files["csv"], comparison.to_csv())
     write_text(files["latex"], comparison.to_latex())
-    files["plots"] = plot_breakdowns(comparison.results, measure, out)
+    files["plots"] = plot_breakdowns(comparison.results, measure, out, prefix=prefix)
     for kind, breakdown in (("per_turn", by_position), ("per_conversation", by_conversation)):
-        path = out / f"{kind}.csv"
-        with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            series = {name: breakdown(r, measure) for name, r in comparison.results.items()}
-            keys = sorted({k for s in series.values() for k in s}, key=str)
-            writer.writerow([kind.split("_", 1)[1], *series])
-            writer.writerows([[k, *(f"{s.get(k, float('nan')):.4f}" for s in series.values())] for k in keys])
-        files[kind] = path
-    if ptkb is not None:
-        write_text(out / "ptkb_comparison.md", ptkb.to_markdown() + "\n")
-        files["ptkb_plots"] = plot_breakdowns(ptkb.results, ptkb.measures[0], out, prefix="ptkb_")
+        series = {name: breakdown(r, measure) for name, r in comparison.results.items()}
+        keys = sorted({k for s in series.values() for k in s}, key=lambda k: natural_key(str(k)))
+        table = io.StringIO()
+        writer = csv.writer(table, lineterminator="\n")
+        writer.writerow([kind.split("_", 1)[1], *series])
+        writer.writerows([[k, *(f"{s.get(k, float('nan')):.4f}" for s in series.values())] for k in keys])
+        files[kind] = out / f"{prefix}{kind}.csv"
+        write_text(files[kind], table.getvalue())
     return files
 
 
-def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = None, **options: Any) -> Path:
+def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = None, topics: Any = None,
+                 **options: Any) -> Path:
     """The manual-vs-automatic report: one HTML file with the tables and the plots embedded."""
     comparison = compare_runs(runs, qrels, **options)
     ptkb = None
     if ptkb_qrels is not None:
-        from ikatkit.evaluate.measures import PTKB_MEASURES
-        from ikatkit.evaluate.ptkb import ptkb_rankings
-        from ikatkit.runs.io import read_run
-
-        rankings = {n: ptkb_rankings(read_run(r) if isinstance(r, (str, Path)) else r) for n, r in runs.items()}
-        ptkb = compare_runs(rankings, ptkb_qrels, measures=list(PTKB_MEASURES),
-                            test=options.get("test", "ttest"), correction=options.get("correction", "holm"))
-    files = write_comparison(comparison, out, ptkb=ptkb)
+        ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
+                            correction=comparison.correction)
+    plots = write_comparison(comparison, out)["plots"]
     sections = [_table_html("Passage ranking", comparison)]
     if ptkb is not None:
+        plots += write_comparison(ptkb, out, prefix="ptkb_")["plots"]
         sections.append(_table_html("PTKB statement ranking", ptkb))
-    for path in files["plots"] + files.get("ptkb_plots", []):
+    for path in plots:
         data = base64.b64encode(Path(path).read_bytes()).decode()
         sections.append(f'<figure><img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
                         f"<figcaption>{html.escape(Path(path).stem)}</figcaption></figure>")
