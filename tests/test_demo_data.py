@@ -14,7 +14,7 @@ def test_demo_collection_topics_and_qrels_agree():
     data = demo_data()
     stats = ReadStats()
     passages = {p.id: p.contents for p in read_passages(data / "clueweb22" / "en0000-00.json", "auto", stats)}
-    assert (stats.documents, stats.passages, stats.skipped) == (22, 68, 0)
+    assert (stats.documents, stats.passages, stats.skipped) == (60, 198, 0)
     topics = load_topics(data / "topics.json")
     assert topics.year == 2023 and [c.id for c in topics.conversations] == ["demo-1", "demo-2"] and len(topics) == 11
     for turn in topics:
@@ -26,4 +26,4 @@ def test_demo_collection_topics_and_qrels_agree():
     ptkb = load_qrels(data / "ptkb_qrels.txt")
     assert sum(g for docs in ptkb.values() for g in docs.values()) == sum(len(t.ptkb_provenance) for t in topics)
     records = [json.loads(line) for line in (data / "clueweb22" / "en0000-00.json").read_text().splitlines()]
-    assert [r["ClueWeb22-ID"] for r in records] == [f"clueweb22-en0000-00-{i:05d}" for i in range(22)]
+    assert [r["ClueWeb22-ID"] for r in records] == [f"clueweb22-en0000-00-{i:05d}" for i in range(60)]
