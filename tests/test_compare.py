@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import random
@@ -9,9 +10,14 @@ import random
 import ir_measures
 import pytest
 
+from ikatkit.cli import main
 from ikatkit.evaluate.compare import compare_runs
+from ikatkit.evaluate.ptkb import evaluate_ptkb
 from ikatkit.evaluate.report import write_comparison, write_report
 from ikatkit.evaluate.significance import correct, paired_test
+from ikatkit.runs.io import read_run, write_run
+from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
+from ikatkit.topics import load_topics
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +65,42 @@ def test_plots_and_report(runs, ikat2023, tmp_path):
     assert files["per_turn"].read_text().splitlines()[0] == "turn,reference,reversed"
     report = write_report(subset, ikat2023 / "qrels.txt", tmp_path / "report").read_text()
     assert report.count("data:image/png;base64,") == 2 and "<td>reversed</td>" in report
+
+
+def _official(ranking: dict[str, dict[str, float]], topics, ptkb_order) -> Run:
+    """A 2023 run with ``ranking``'s passages and each turn's PTKB provenance in the order ``ptkb_order`` gives."""
+    run = Run("cli-test", "automatic")
+    for turn in topics:
+        passages = [PassageRef(pid, s) for pid, s in sorted(ranking.get(turn.qid, {}).items(), key=lambda i: -i[1])]
+        ptkb = topics.conversation_of(turn.qid).ptkb
+        keys = ptkb_order(list(turn.ptkb_provenance), [k for k in ptkb if k not in turn.ptkb_provenance])
+        refs = [PtkbRef(k, float(len(keys) - i), ptkb[k]) for i, k in enumerate(keys)]
+        run.turns.append(TurnResult(turn.qid, [Response(1, "a response", passages, refs)]))
+    return run
+
+
+def test_compare_and_report_commands_with_ptkb(runs, ikat2023, tmp_path, capsys):
+    topics = load_topics(ikat2023 / "test_topics.json")
+    paths = {}
+    for name, ranking, order in (("manual", runs["reference"], lambda gold, other: gold + other[:2]),
+                                 ("automatic", runs["shuffled"], lambda gold, other: other[:2] + gold[::-1])):
+        paths[name] = tmp_path / f"{name}.json"
+        write_run(_official(ranking, topics, order), paths[name], "2023")
+    common = [f"manual={paths['manual']}", f"automatic={paths['automatic']}", "--qrels", str(ikat2023 / "qrels.txt"),
+              "--ptkb-qrels", str(ikat2023 / "ptkb_qrels.nist.txt"), "--test", "wilcoxon", "--correction", "bonferroni"]
+    assert main(["compare", *common, "--out", str(tmp_path / "cmp")]) == 0
+    printed = capsys.readouterr().out
+    assert "| automatic |" in printed and "PTKB statement ranking" in printed and "wilcoxon, bonferroni" in printed
+    rows = {(r["run"], r["measure"]): r for r in csv.DictReader(open(tmp_path / "cmp" / "ptkb_comparison.csv"))}
+    assert float(rows[("automatic", "nDCG@5")]["p_adjusted"]) < 0.05
+    assert float(rows[("automatic", "nDCG@5")]["mean"]) < float(rows[("manual", "nDCG@5")]["mean"]) == pytest.approx(
+        evaluate_ptkb(read_run(paths["manual"]), ikat2023 / "ptkb_qrels.nist.txt").mean["nDCG@5"])
+    names = {p.name for p in (tmp_path / "cmp").iterdir()}
+    assert {"comparison.tex", "per_conversation.csv", "ptkb_per_turn.csv", "nDCG_5_per_turn.png",
+            "ptkb_nDCG_5_per_conversation.png"} <= names
+    assert main(["report", *common, "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4 and page.count("<table>") == 2
+    assert "PTKB statement ranking" in page and "<td>automatic</td>" in page
+    assert main(["compare", *common, "--baseline", "nobody"]) == 2
+    assert "baseline 'nobody' is not among the runs" in capsys.readouterr().err
