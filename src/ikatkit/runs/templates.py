@@ -107,8 +107,8 @@ class Template:
             for key, item in value.items():
                 if not _is_kind(item, item_kind):
                     issues.append(ShapeIssue("type", pattern, f"{where}[{key!r}]",
-                                             f"{pattern} value of {key!r} is {_json_type(item)}, "
-                                             f"expected {TYPE_NAMES[item_kind]}"))
+                                             f"{pattern} values must be {TYPE_NAMES[item_kind]}, "
+                                             f"found {_json_type(item)}"))
         elif spec.kind == "object":
             for key in spec.keys:
                 child = _join(pattern, key)

@@ -1,144 +1,409 @@
-"""Validate a run against the year's topics: the organizers' rules and the ones they miss.
+"""Validate a run against the topics: the organizers' rules (2023, 2024, 2025), graded as they grade
+them, plus what their validators miss.
 
-Errors make a run unacceptable (the organizers' validators reject it or scoring breaks); warnings are
-what the organizers fix or tolerate (no passage marked used: the top 5 count; responses over 250 words
-are trimmed; an empty PTKB provenance). Problems are grouped by kind with the turns they occur in.
+The organizers' validators (irlabamsterdam/iKAT: 2023 and 2024 ``scripts/run_validation``, 2025
+``scripts/validate_trec_ikat25.py``) treat most problems as warnings and abort on a few (bad structure,
+wrong turn set, 2024 PTKB keys out of range, more warnings than ``max_warnings``: 25 in 2023, 2000 in
+2024). Added here: ranks that really increase (theirs never updates the previous rank), duplicate
+passages within a response, NaN/inf scores, PTKB key 0 (2024 lets it pass), citations outside the
+references, over 1000 references, unknown and missing turns in every year, and passage ids checked
+against an id file, the organizers' hash file, or a Lucene index.
+
+Problems are grouped by kind, each with the turns it occurs in, so a run with the same problem in every
+turn gives one line, not thousands.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from ikatkit.errors import IkatError
-from ikatkit.runs.model import RUN_TYPES, Run, TurnResult
-from ikatkit.topics import Topics
+from ikatkit.runs.io import from_records, load_records, to_records
+from ikatkit.runs.model import Run
+from ikatkit.runs.passage_ids import PassageIds, passage_ids
+from ikatkit.runs.templates import ShapeIssue, Template, load_template
+from ikatkit.topics import Topics, load_topics, split_query_id
 
-PASSAGE_ID = re.compile(r"^clueweb22-en\d{4}-\d{2}-\d{5}:\d+$")
-MAX_PASSAGES = 1000
-MAX_WORDS = 250
+OFFICIAL = ("2023", "2024", "2025")
+RESPONSE_ONLY_TYPES = ("only_response", "generation-only")
 SHOWN_TURNS = 8
+SHOWN_EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A kind of problem: its grade (one, or per year), what it means and how to fix it."""
+
+    grade: str | dict[int, str]
+    message: str
+    fix: str
+
+    def severity(self, year: int) -> str:
+        return self.grade if isinstance(self.grade, str) else self.grade[year]
+
+
+W, E = "warning", "error"
+RULES: dict[str, Rule] = {
+    "unreadable": Rule(E, "the file cannot be read as a run", "see the message; runs are written by `ikatkit convert`"),
+    "missing-required-field": Rule(E, "required field missing", "add the field (see submission_templates/)"),
+    "missing-field": Rule(W, "field missing (the organizers read it as empty)", "add the field (see submission_templates/)"),
+    "wrong-type": Rule(E, "field of the wrong type", "use the type of the official format (see submission_templates/)"),
+    "unknown-field": Rule(E, "field not in the official format", "remove the field or rename it as the template does"),
+    "empty-run-name": Rule(W, "the run name is empty", "name the run"),
+    "bad-run-type": Rule({2023: W, 2024: W, 2025: E}, "run type not allowed this year",
+                         "use one of the template's run types"),
+    "no-turns": Rule(E, "the run has no turns", "write one entry per turn of the topics"),
+    "bad-turn-id": Rule({2023: W, 2024: E, 2025: E}, "malformed turn id", "turn ids look like 9-1_3"),
+    "unknown-turn": Rule(E, "turn not in the topics", "use the turn ids of this year's test topics"),
+    "duplicate-turn": Rule(E, "turn appears more than once", "write each turn once, with all its responses"),
+    "missing-turn": Rule(E, "turn of the topics missing from the run", "write one entry per turn of the topics"),
+    "no-responses": Rule(W, "turn has no response", "give every turn at least one response"),
+    "bad-rank": Rule(W, "response rank missing or below 1", "rank responses 1, 2, ..."),
+    "rank-not-increasing": Rule(W, "response ranks do not increase", "rank responses 1, 2, ... in list order"),
+    "empty-text": Rule(W, "response text is empty", "write the response text"),
+    "long-response": Rule(W, "responses over 250 words (the organizers drop the last responses)",
+                          "keep a turn's responses within 250 words"),
+    "no-passages": Rule(W, "no passages", "give each response 1 to 1000 passages"),
+    "too-many-passages": Rule(W, "more than 1000 passages (the organizers keep the top 1000)",
+                              "keep at most 1000 passages per response/turn"),
+    "no-used-passage": Rule(W, 'no passage marked "used" (the organizers take the top 5)',
+                            'mark the passages the response is built from as "used"'),
+    "score-not-decreasing": Rule(W, "passage scores increase down the ranking", "sort passages by descending score"),
+    "bad-score": Rule(E, "score is NaN or infinite", "give every passage a finite score"),
+    "duplicate-passage": Rule(E, "passage listed twice in one response", "list each passage once"),
+    "bad-passage-id": Rule(W, "passage id not of the form clueweb22-enXXXX-XX-XXXXX:N",
+                           "use the collection's passage ids, doc_id:passage_no"),
+    "unknown-passage": Rule(W, "passage id not in the collection", "cite only passages of the collection"),
+    "citation-not-in-references": Rule(E, "citation not among the turn's references",
+                                       "add every cited passage to the references"),
+    "no-ptkb": Rule(W, "no PTKB provenance", "list the PTKB statements the response uses"),
+    "ptkb-key-zero": Rule(E, "PTKB key 0 (keys start at 1)", "use the PTKB's keys as in the topics"),
+    "unknown-ptkb": Rule({2023: W, 2024: E, 2025: W}, "PTKB statement not in the conversation's PTKB",
+                         "cite the conversation's own PTKB statements (2025: their exact text)"),
+    "ptkb-text-mismatch": Rule(W, "PTKB text differs from the topics' statement", "copy the statement text exactly"),
+    "ptkb-score-not-decreasing": Rule(W, "PTKB scores increase down the list", "sort PTKB provenance by descending score"),
+    "too-many-warnings": Rule(E, "more warnings than the organizers' validator allows",
+                              "fix the warnings; the organizers abort above this count"),
+}
+
+
+@dataclass
+class Problem:
+    """One kind of problem with every turn it occurs in."""
+
+    code: str
+    severity: str
+    message: str
+    fix: str
+    turns: list[str] = field(default_factory=list)
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        text = f"{self.severity.upper():7} {self.code}: {self.message}"
+        if self.turns:
+            shown = ", ".join(self.turns[:SHOWN_TURNS])
+            more = f", ... (+{len(self.turns) - SHOWN_TURNS} more)" if len(self.turns) > SHOWN_TURNS else ""
+            text += f" — {self.count}x in {len(self.turns)} turn{'s' * (len(self.turns) != 1)}: {shown}{more}"
+        if self.examples:
+            text += f" — e.g. {'; '.join(self.examples)}"
+        return text + f" — fix: {self.fix}"
 
 
 @dataclass
 class ValidationReport:
-    """Problems grouped as ``{message: [turn ids]}``; ``ok`` when there is no error."""
+    """The problems of one run; ``ok`` when there is no error (warnings allowed)."""
 
-    run_name: str
+    source: str
+    fmt: str
+    year: int
     turns: int
-    errors: dict[str, list[str]] = field(default_factory=dict)
-    warnings: dict[str, list[str]] = field(default_factory=dict)
+    topic_turns: int
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == E]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == W]
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
-    def error(self, message: str, turn: str = "") -> None:
-        self.errors.setdefault(message, []).append(turn)
+    def find(self, code: str) -> list[Problem]:
+        """The problems of kind ``code`` (several for field problems, one per field)."""
+        return [p for p in self.problems if p.code == code]
 
-    def warn(self, message: str, turn: str = "") -> None:
-        self.warnings.setdefault(message, []).append(turn)
+    def turns_of(self, code: str) -> list[str]:
+        """The turns with a problem of kind ``code``, in run order."""
+        return list(dict.fromkeys(t for p in self.find(code) for t in p.turns))
 
     def __str__(self) -> str:
-        lines = []
-        for label, problems in (("ERROR", self.errors), ("WARNING", self.warnings)):
-            for message, turns in problems.items():
-                named = [t for t in turns if t]
-                where = f" — {len(named)} turns: {', '.join(named[:SHOWN_TURNS])}" if named else ""
-                more = f" (+{len(named) - SHOWN_TURNS} more)" if len(named) > SHOWN_TURNS else ""
-                lines.append(f"{label}: {message}{where}{more}")
-        verdict = "valid" if self.ok else "INVALID"
-        lines.append(f"{verdict}: run {self.run_name!r}, {self.turns} turns, {sum(map(len, self.errors.values()))} "
-                     f"errors in {len(self.errors)} kinds, {sum(map(len, self.warnings.values()))} warnings")
+        lines = [str(p) for p in sorted(self.problems, key=lambda p: p.severity != E)]
+        occurrences = sum(p.count for p in self.warnings)
+        lines.append(f"{self.source} ({self.fmt} run, {self.turns} turns; {self.year} topics, {self.topic_turns} turns): "
+                     f"{len(self.errors)} error kind(s), {len(self.warnings)} warning kind(s) "
+                     f"({occurrences} warning occurrences) -> {'VALID' if self.ok else 'INVALID'}")
         return "\n".join(lines)
 
 
-def _check_turn(result: TurnResult, topics: Topics, run: Run, report: ValidationReport, ids: set[str]) -> None:
-    qid = result.turn_id
-    conversation = topics.conversation_of(qid)
-    if not result.responses:
-        report.error("turn has no response", qid)
-        return
-    ranks = [r.rank for r in result.responses]
-    if any(rank <= 0 for rank in ranks):
-        report.error("response rank must be > 0", qid)
-    if any(b <= a for a, b in zip(ranks, ranks[1:])):
-        report.error("response ranks must strictly increase", qid)
-    for response in result.responses:
-        if not response.text.strip() and run.run_type != "only_response":
-            report.error("empty response text", qid)
-        if len(response.text.split()) > MAX_WORDS:
-            report.warn(f"response over {MAX_WORDS} words (the organizers trim it)", qid)
-        passages = response.passages
-        if run.run_type != "only_response" and not 1 <= len(passages) <= MAX_PASSAGES:
-            report.error(f"a response needs 1 to {MAX_PASSAGES} passages", qid)
-        scores = [p.score for p in passages]
-        if any(not math.isfinite(s) for s in scores):
-            report.error("passage score is NaN or infinite", qid)
-        elif any(b > a for a, b in zip(scores, scores[1:])):
-            report.error("passage scores must not increase within a response", qid)
-        pids = [p.id for p in passages]
-        if len(set(pids)) != len(pids):
-            report.error("duplicate passage id within a response", qid)
-        if passages and not any(p.used for p in passages):
-            report.warn("no passage marked used (the organizers take the top 5)", qid)
-        if any(not PASSAGE_ID.match(pid) for pid in pids):
-            report.error("passage id is not of the form clueweb22-enXXXX-XX-XXXXX:N", qid)
-        ids.update(pids)
-        if not response.ptkb:
-            report.warn("empty PTKB provenance", qid)
-        for ref in response.ptkb:
-            if not math.isfinite(ref.score):
-                report.error("PTKB score is NaN or infinite", qid)
-            if ref.key == "0":
-                report.error("PTKB key 0 (keys start at 1)", qid)
-            elif ref.key not in conversation.ptkb:
-                report.error("PTKB key not in the conversation's PTKB", qid)
-            elif run.year == 2023 and ref.text and ref.text != conversation.ptkb[ref.key]:
-                report.error("PTKB statement text differs from the topics'", qid)
+class _Collector:
+    """Groups problems by kind (and message, for field problems)."""
+
+    def __init__(self, year: int) -> None:
+        self.year = year
+        self.groups: dict[tuple[str, str], Problem] = {}
+
+    def add(self, code: str, turn: str | None = None, example: str | None = None, *,
+            message: str | None = None, severity: str | None = None, count: int = 1) -> None:
+        rule = RULES[code]
+        key = (code, message or rule.message)
+        problem = self.groups.get(key)
+        if problem is None:
+            problem = self.groups[key] = Problem(code, severity or rule.severity(self.year), key[1], rule.fix)
+        problem.count += count
+        if turn is not None and (not problem.turns or problem.turns[-1] != turn) and turn not in problem.turns:
+            problem.turns.append(turn)
+        if example is not None and len(problem.examples) < SHOWN_EXAMPLES and example not in problem.examples:
+            problem.examples.append(example)
+
+    def has_errors(self) -> bool:
+        return any(p.severity == E for p in self.groups.values())
 
 
-def validate_run(run: Run | str | Path, topics: Topics, *, ids: object | None = None) -> ValidationReport:
-    """Check ``run`` against ``topics``; ``ids`` (an id file, hash file, Lucene index or id set) enables the
-    check that every passage exists in the collection."""
-    if not isinstance(run, Run):
-        from ikatkit.runs.io import read_run
+def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
+                 ids: str | Path | Collection[str] | PassageIds | None = None, fmt: str | None = None,
+                 max_warnings: int | None | Literal["official"] = None) -> ValidationReport:
+    """Check a run (a :class:`Run` as it would be written, or a file of any format) against ``topics``.
 
+    ``ids``: passage ids that exist (a Lucene index folder, an id or hash file, a collection of ids).
+    ``max_warnings``: the warning count above which the run fails; "official" = the organizers' default
+    (the template's: 25 in 2023, 2000 in 2024, none in 2025). With None, exceeding the official limit is
+    only reported as a warning.
+    """
+    if not isinstance(topics, Topics):
+        topics = load_topics(topics)
+    if isinstance(run_or_path, Run):
+        fmt = fmt or str(run_or_path.year)
+        source = f"run {run_or_path.run_name!r}"
+        records = [("", r) for r in to_records(run_or_path, fmt, topics)] if fmt in OFFICIAL else []
+        path = None
+    else:
+        path, source = Path(run_or_path), str(run_or_path)
         try:
-            run = read_run(run, topics=topics)
+            fmt, records = load_records(path, fmt)
         except IkatError as err:
-            report = ValidationReport(str(run), 0)
-            report.error(str(err))
-            return report
-    report = ValidationReport(run.run_name, len(run.turns))
-    if not run.run_name.strip():
-        report.error("run_name is empty")
-    if run.run_type not in RUN_TYPES:
-        report.error(f"run_type {run.run_type!r} is not one of {RUN_TYPES}")
-    if not run.turns:
-        report.error("the run has no turns")
-    seen: set[str] = set()
-    known = set(topics.qids)
-    passage_ids: set[str] = set()
-    for result in run.turns:
-        if result.turn_id in seen:
-            report.error("turn appears twice", result.turn_id)
-            continue
-        seen.add(result.turn_id)
-        if result.turn_id not in known:
-            report.error("turn id not in the topics", result.turn_id)
-            continue
-        _check_turn(result, topics, run, report, passage_ids)
-    for qid in topics.qids:
-        if qid not in seen:
-            report.error("turn of the topics missing from the run", qid)
-    if ids is not None and passage_ids:
-        from ikatkit.runs.passage_ids import passage_ids as id_source
+            collector = _Collector(topics.year)
+            collector.add("unreadable", example=str(err))
+            return _report(collector, source, fmt or "unknown", topics, 0)
+    year = int(fmt) if fmt in OFFICIAL else topics.year
+    template = load_template(int(fmt)) if fmt in OFFICIAL else None
+    collector = _Collector(year)
+    if template is not None:
+        for where, record in records:
+            _check_shape(template, where, record, collector)
+        if collector.has_errors():  # like the organizers: a malformed file is not checked further
+            return _report(collector, source, fmt, topics, _count_turns(records, fmt))
+        if template.jsonl:
+            _check_jsonl_records(records, collector)
+    if isinstance(run_or_path, Run) and fmt not in OFFICIAL:
+        run = run_or_path
+    else:
+        run = from_records(records, fmt, path, topics)
+    _RunChecks(run, topics, fmt, year, template, collector).check()
+    if ids is not None:
+        _check_ids(run, passage_ids(ids), collector)
+    official = template.rule("max_warnings") if template is not None else None
+    limit = official if max_warnings in ("official", None) else max_warnings
+    warnings = sum(p.count for p in collector.groups.values() if p.severity == W)
+    if isinstance(limit, int) and warnings > limit:
+        collector.add("too-many-warnings", example=f"{warnings} > {limit}", severity=None if max_warnings else W)
+    return _report(collector, source, fmt, topics, len(run.turns))
 
-        missing = id_source(ids).missing(passage_ids)
-        for result in run.turns:
-            if any(p.id in missing for r in result.responses for p in r.passages):
-                report.error("passage id not in the collection", result.turn_id)
-    return report
+
+def _report(collector: _Collector, source: str, fmt: str, topics: Topics, turns: int) -> ValidationReport:
+    return ValidationReport(source, fmt, topics.year, turns, len(topics), list(collector.groups.values()))
+
+
+def _count_turns(records: list[tuple[str, Any]], fmt: str) -> int:
+    if fmt == "2025":
+        return len(records)
+    turns = records[0][1].get("turns") if isinstance(records[0][1], dict) else None
+    return len(turns) if isinstance(turns, list) else 0
+
+
+SHAPE_CODES = {"missing-required": "missing-required-field", "missing": "missing-field", "type": "wrong-type",
+               "unknown": "unknown-field"}
+
+
+def _check_shape(template: Template, where: str, record: Any, collector: _Collector) -> None:
+    for issue in template.check(record):
+        severity = template.rule("unknown_fields") if issue.kind == "unknown" else None
+        collector.add(SHAPE_CODES[issue.kind], _shape_turn(record, issue), f"{where}: {issue.where}" if where else issue.where,
+                      message=issue.message, severity=severity)
+
+
+def _shape_turn(record: Any, issue: ShapeIssue) -> str | None:
+    if not isinstance(record, dict):
+        return None
+    if "turn_id" in record:
+        return str(record["turn_id"])
+    found = re.match(r"turns\[(\d+)\]", issue.where)
+    if not found:
+        return None
+    turn = record["turns"][int(found.group(1))]
+    return str(turn["turn_id"]) if isinstance(turn, dict) and "turn_id" in turn else f"turns[{found.group(1)}]"
+
+
+def _check_jsonl_records(records: list[tuple[str, Any]], c: _Collector) -> None:
+    """2025 rules on the raw lines: citations within references, at most 1000 references, 250 words."""
+    template = load_template(2025)
+    max_refs = template.rule("max_items")["references"]
+    max_words = template.rule("max_words")["responses[].text"]
+    for where, entry in records:
+        qid = str(entry["turn_id"])
+        references = entry["references"]
+        if len(references) > max_refs:
+            c.add("too-many-passages", qid, f"{qid}: {len(references)} references")
+        words = sum(len(r["text"].split()) for r in entry["responses"])
+        if words > max_words:
+            c.add("long-response", qid, f"{qid}: {words} words")
+        for i, response in enumerate(entry["responses"]):
+            for pid in response["citations"]:
+                if pid not in references:
+                    c.add("citation-not-in-references", qid, f"{where}: responses[{i}] cites {pid}")
+
+
+class _RunChecks:
+    """The rules on the run model, for every format (those a format cannot carry are skipped)."""
+
+    def __init__(self, run: Run, topics: Topics, fmt: str, year: int, template: Template | None, c: _Collector) -> None:
+        self.run, self.topics, self.fmt, self.year, self.template, self.c = run, topics, fmt, year, template, c
+        pattern = template.rule("passage_id_pattern") if template is not None else load_template(2023).rule(
+            "passage_id_pattern")
+        self.id_pattern = re.compile(pattern)
+        self.official = fmt in OFFICIAL
+        self.qids = set(topics.qids)
+
+    def check(self) -> None:
+        self.check_run()
+        seen: set[str] = set()
+        for turn in self.run.turns:
+            if self.check_turn_id(turn.turn_id, seen):
+                self.check_turn(turn)
+        missing = [q for q in self.topics.qids if q not in seen]
+        for qid in missing:
+            self.c.add("missing-turn", qid)
+
+    def check_run(self) -> None:
+        if self.official and not self.run.run_name:
+            self.c.add("empty-run-name")
+        if self.template is not None:
+            allowed = next(iter(self.template.rule("enums").values()))
+            if self.run.run_type not in allowed:
+                self.c.add("bad-run-type", example=f"{self.run.run_type!r} (allowed: {', '.join(allowed)})")
+        if not self.run.turns:
+            self.c.add("no-turns")
+
+    def check_turn_id(self, qid: str, seen: set[str]) -> bool:
+        try:
+            split_query_id(qid)
+        except IkatError:
+            self.c.add("bad-turn-id", qid, repr(qid))
+            return False
+        if qid in seen:
+            self.c.add("duplicate-turn", qid)
+            return False
+        seen.add(qid)
+        if qid not in self.qids:
+            self.c.add("unknown-turn", qid)
+            return False
+        return True
+
+    def check_turn(self, turn: Any) -> None:
+        qid = turn.turn_id
+        if not turn.responses:
+            self.c.add("no-responses", qid)
+        previous_rank = 0
+        for response in turn.responses:
+            if response.rank < 1:
+                self.c.add("bad-rank", qid, f"{qid}: rank {response.rank}")
+            elif response.rank <= previous_rank:
+                self.c.add("rank-not-increasing", qid, f"{qid}: rank {response.rank} after {previous_rank}")
+            previous_rank = max(previous_rank, response.rank)
+            if self.official and not response.text.strip() and self.run.run_type not in RESPONSE_ONLY_TYPES:
+                self.c.add("empty-text", qid)
+            if self.fmt in ("2023", "2024"):
+                self.check_passages(qid, response.passages, per_response=True)
+                if response.passages and not any(p.used for p in response.passages):
+                    self.c.add("no-used-passage", qid)
+            if self.official:
+                self.check_ptkb(qid, response)
+        if self.fmt not in ("2023", "2024"):
+            ranking = [p for r in turn.responses for p in r.passages]
+            self.check_passages(qid, ranking, per_response=False)
+
+    def check_passages(self, qid: str, passages: list[Any], per_response: bool) -> None:
+        if not passages:
+            self.c.add("no-passages", qid)
+        if per_response and len(passages) > 1000:
+            self.c.add("too-many-passages", qid, f"{qid}: {len(passages)} passages")
+        if not per_response and self.fmt != "2025" and len({p.id for p in passages}) > 1000:
+            self.c.add("too-many-passages", qid, f"{qid}: {len({p.id for p in passages})} passages")
+        seen: set[str] = set()
+        previous = math.inf
+        for p in passages:
+            if math.isnan(p.score) or math.isinf(p.score):
+                self.c.add("bad-score", qid, f"{qid}: {p.id} {p.score}")
+            elif self.fmt != "2025" and p.score > previous:
+                self.c.add("score-not-decreasing", qid, f"{qid}: {p.id} {p.score} > {previous}")
+            if not math.isnan(p.score):
+                previous = p.score
+            if p.id in seen:
+                if per_response or self.fmt in ("trec", "dict"):
+                    self.c.add("duplicate-passage", qid, f"{qid}: {p.id}")
+                continue
+            seen.add(p.id)
+            if not self.id_pattern.match(p.id):
+                self.c.add("bad-passage-id", qid, f"{qid}: {p.id!r}")
+
+    def check_ptkb(self, qid: str, response: Any) -> None:
+        if not response.ptkb:
+            if self.year != 2025:
+                self.c.add("no-ptkb", qid)
+            return
+        statements = self.topics.conversation_of(qid).ptkb
+        previous = math.inf
+        for ref in response.ptkb:
+            if self.year == 2025:
+                if not ref.key:
+                    self.c.add("unknown-ptkb", qid, f"{qid}: {ref.text[:60]!r}")
+                continue
+            if ref.key.strip() == "0":
+                self.c.add("ptkb-key-zero", qid, f"{qid}: key 0")
+                continue
+            if ref.key not in statements:
+                self.c.add("unknown-ptkb", qid, f"{qid}: key {ref.key!r}")
+                continue
+            if self.year == 2023:
+                if ref.text != statements[ref.key]:
+                    self.c.add("ptkb-text-mismatch", qid, f"{qid}: key {ref.key}")
+                if ref.score > previous:
+                    self.c.add("ptkb-score-not-decreasing", qid, f"{qid}: key {ref.key} {ref.score} > {previous}")
+                previous = ref.score
+
+
+def _check_ids(run: Run, ids: PassageIds, c: _Collector) -> None:
+    per_turn = {t.turn_id: {p.id for r in t.responses for p in r.passages} for t in run.turns}
+    missing = ids.missing(set().union(*per_turn.values()) if per_turn else set())
+    for qid, pids in per_turn.items():
+        for pid in sorted(pids & missing):
+            c.add("unknown-passage", qid, pid)
