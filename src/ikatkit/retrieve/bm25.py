@@ -2,9 +2,11 @@
 
 Pyserini's ``LuceneSearcher.search`` loads every hit's stored document, which dominates at k=1000. Our
 path runs the same Anserini query (bag of words, Anserini's English analyzer) on a Lucene
-``IndexSearcher`` with the same sort (score, then id) and maps Lucene doc numbers to passage ids through
-a table kept beside the index (``docids.npy``, memory-mapped, built on first use). Text is fetched only
-for the passages a later stage asks for (:meth:`Bm25Searcher.texts`). RM3 runs through Pyserini.
+``IndexSearcher`` with the same sort (score, then id), applies Anserini's score post-processing (scores
+rounded to 1e-4, ties lowered by 1e-6 per tied rank, in float32, see :func:`adjust_ties`) and maps Lucene
+doc numbers to passage ids through a table kept beside the index (``docids.npy``, memory-mapped, built on
+first use). Text is fetched only for the passages a later stage asks for (:meth:`Bm25Searcher.texts`).
+RM3 runs through Pyserini.
 """
 
 from __future__ import annotations
@@ -38,6 +40,25 @@ def id_table(index: Path, reader: Any, stored: Any) -> np.ndarray:
         with atomic_open(path, "wb") as handle:
             np.save(handle, ids)
     return np.load(path, mmap_mode="r")
+
+
+def adjust_ties(scores: Sequence[float]) -> list[float]:
+    """Lucene scores as Anserini reports them: each rounded to 4 decimals (in double precision, stored as float32); a score within 1e-4 of
+    the (already adjusted) score above it is a tie and is lowered by 1e-6 times its position in the tie run."""
+    steps = np.floor(np.asarray(scores, dtype=np.float64) * 1e4 + 0.5)  # Math.round in double precision
+    rounded = (steps / 1e4).astype(np.float32)
+    gaps = (rounded[:-1] - rounded[1:]).tolist()  # float32 differences of the unadjusted neighbours
+    out = rounded.copy()
+    step, margin, dup = np.float32(1e-6), np.float32(1e-4), 0
+    for i, gap in enumerate(gaps, start=1):
+        if dup == 0 and gap > 2e-4:  # clearly apart: no float32 work needed
+            continue
+        if out[i - 1] - out[i] > margin:
+            dup = 0
+        else:
+            dup += 1
+            out[i] = out[i] - step * np.float32(dup)
+    return out.tolist()
 
 
 class Bm25Searcher:
@@ -76,8 +97,9 @@ class Bm25Searcher:
         lucene_query = self.generator.buildQuery("contents", self.analyzer, query)
         if lucene_query is None:
             return []
-        top = self.searcher.search(lucene_query, k, self.sort, True)
-        return [Hit(str(self.ids[hit.doc]), float(hit.score)) for hit in top.scoreDocs]
+        docs = self.searcher.search(lucene_query, k, self.sort, True).scoreDocs
+        scores = adjust_ties([hit.score for hit in docs])
+        return [Hit(str(self.ids[hit.doc]), score) for hit, score in zip(docs, scores)]
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
         """``{qid: [Hit, ...]}`` for ``{qid: query}``."""
