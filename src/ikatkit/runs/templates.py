@@ -96,7 +96,7 @@ class Template:
     def _check(self, value: Any, pattern: str, where: str, issues: list[ShapeIssue]) -> None:
         spec = self.specs[pattern]
         if not _is_kind(value, spec.kind):
-            issues.append(ShapeIssue("type", pattern, where or "(top level)",
+            issues.append(ShapeIssue("type", pattern, where or "top level",
                                      f"{pattern or 'the record'} is {_json_type(value)}, expected {TYPE_NAMES[spec.kind]}"))
             return
         if spec.kind == "list" and _join(pattern, "[]") in self.specs:
@@ -115,14 +115,14 @@ class Template:
                 if key in value:
                     self._check(value[key], child, _join(where, key), issues)
                 elif child in self.rule("required", []):
-                    issues.append(ShapeIssue("missing-required", child, where or "(top level)",
+                    issues.append(ShapeIssue("missing-required", child, where or "top level",
                                              f"required field {child!r} is missing"))
                 elif child not in self.rule("optional", []):
-                    issues.append(ShapeIssue("missing", child, where or "(top level)",
+                    issues.append(ShapeIssue("missing", child, where or "top level",
                                              f"field {child!r} is missing (read as empty)"))
             for key in value:
                 if key not in spec.keys:
-                    issues.append(ShapeIssue("unknown", _join(pattern, key), where or "(top level)",
+                    issues.append(ShapeIssue("unknown", _join(pattern, key), where or "top level",
                                              f"unknown field {_join(pattern, key)!r}"))
 
 

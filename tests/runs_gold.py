@@ -1,0 +1,22 @@
+"""A run built from the real topics' ground truth, shared by the run-format and validator tests."""
+
+from __future__ import annotations
+
+from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
+from ikatkit.topics import Topics
+
+
+def gold_run(topics: Topics, year: int = 2023) -> Run:
+    """Canonical responses as text, response provenance as passages (top 3 used), gold PTKB provenance.
+
+    Turns citing no passage get the first provenance passage of the topics, so every response has one.
+    """
+    fallback = next(pid for t in topics for pid in t.response_provenance)
+    turns = []
+    for turn in topics:
+        ptkb = topics.conversation_of(turn.qid).ptkb
+        cited = list(dict.fromkeys(turn.response_provenance)) or [fallback]
+        passages = [PassageRef(pid, 10.0 - i, "", i < 3) for i, pid in enumerate(cited)]
+        refs = [PtkbRef(k, 1.0 - 0.1 * i, ptkb[k]) for i, k in enumerate(turn.ptkb_provenance)]
+        turns.append(TurnResult(turn.qid, [Response(1, turn.response or "No answer.", passages, refs)]))
+    return Run("gold", "manual", turns, year, "uva")
