@@ -2,28 +2,57 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM
 
+BACKENDS = ("transformers", "openai")
+
+
+def _backend_class(backend: str) -> type[LLM]:
+    if backend == "transformers":
+        from ikatkit.llm.hf import TransformersLLM
+
+        return TransformersLLM
+    if backend == "openai":
+        from ikatkit.llm.openai_backend import OpenAILLM
+
+        return OpenAILLM
+    raise IkatError(f"unknown LLM backend {backend!r}", where="llm.backend", fix=f"use one of {BACKENDS}")
+
+
+def _options(cls: type[LLM]) -> set[str]:
+    names: set[str] = set()
+    for klass in (cls, LLM):
+        names |= {p.name for p in inspect.signature(klass.__init__).parameters.values()
+                  if p.kind == p.KEYWORD_ONLY}
+    return names
+
 
 def make_llm(config: dict[str, Any]) -> LLM:
-    """An LLM from a config: ``backend`` (transformers | openai), ``model`` and the backend's options."""
+    """An LLM from a config: ``backend`` (transformers | openai), ``model`` and the backend's options.
+
+    Shared options: adapter, max_new_tokens (128), temperature (0 = greedy), cache_dir. transformers:
+    gguf_file, quantization (4bit | 8bit, GPU only), batch_size. openai: base_url, max_concurrency,
+    max_retries, backoff, timeout; the key only from OPENAI_API_KEY.
+    """
     options = dict(config)
     backend = options.pop("backend", "transformers")
     model = options.pop("model", None)
     if not model:
-        raise IkatError("the LLM config has no model", fix='add model = "bundled:smollm2" (or a hub id / path)')
-    if backend == "transformers":
-        from ikatkit.llm.hf import TransformersLLM
+        raise IkatError("the LLM config has no model", where="llm.model",
+                        fix='add model = "bundled:smollm2" (or a hub id / path)')
+    cls = _backend_class(backend)
+    if "api_key" in options:
+        raise IkatError("API keys are not read from configs", where="llm.api_key",
+                        fix="remove api_key and export OPENAI_API_KEY instead")
+    unknown = sorted(set(options) - _options(cls))
+    if unknown:
+        raise IkatError(f"unknown option(s) {unknown} for the {backend} backend", where="llm",
+                        fix=f"use only {sorted(_options(cls))}")
+    return cls(model, **options)
 
-        return TransformersLLM(model, **options)
-    if backend == "openai":
-        from ikatkit.llm.openai_backend import OpenAILLM
 
-        return OpenAILLM(model, **options)
-    raise IkatError(f"unknown LLM backend {backend!r}", fix="use transformers or openai")
-
-
-__all__ = ["LLM", "make_llm"]
+__all__ = ["BACKENDS", "LLM", "make_llm"]

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
+from ikatkit.errors import IkatError
 from ikatkit.llm.cache import DiskCache, cache_key
 
 Messages = list[dict[str, str]]
+GENERATION_PARAMETERS = ("max_new_tokens", "temperature")
+log = logging.getLogger(__name__)
 
 
 class LLM:
     """``chat(batch)`` answers a batch of conversations (OpenAI-style messages), one string each.
 
-    Subclasses implement ``_generate(batch) -> [(text, prompt_tokens, completion_tokens)]``.
+    Outputs are cached on disk under a key of everything that determines them (backend, model, adapter,
+    ``identity()``, messages, generation parameters); ``stats`` counts hits, misses, tokens, generation
+    seconds and parse fallbacks. Subclasses implement ``_generate(batch, params)`` returning
+    ``[(text, prompt_tokens, completion_tokens)]``.
     """
 
     backend = "base"
@@ -20,22 +28,32 @@ class LLM:
     def __init__(self, model: str, *, adapter: str | None = None, max_new_tokens: int = 128,
                  temperature: float = 0.0, cache_dir: str | None = None) -> None:
         self.model, self.adapter = model, adapter
-        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.params: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "temperature": float(temperature)}
         self.cache = DiskCache(cache_dir) if cache_dir else None
-        self.stats: dict[str, int] = {"calls": 0, "hits": 0, "misses": 0, "prompt_tokens": 0,
-                                      "completion_tokens": 0, "parse_fallbacks": 0}
+        self.stats: dict[str, float] = {"calls": 0, "hits": 0, "misses": 0, "prompt_tokens": 0,
+                                        "completion_tokens": 0, "generate_seconds": 0.0, "parse_fallbacks": 0}
 
-    def _key(self, messages: Messages) -> str:
-        return cache_key(backend=self.backend, model=self.model, adapter=self.adapter, messages=messages,
-                         max_new_tokens=self.max_new_tokens, temperature=self.temperature)
+    def identity(self) -> dict[str, Any]:
+        """Backend options that change outputs (quantization, GGUF file, ...): part of the cache key."""
+        return {}
 
-    def _generate(self, batch: list[Messages]) -> list[tuple[str, int, int]]:
+    def _key(self, messages: Messages, params: dict[str, Any]) -> str:
+        return cache_key(backend=self.backend, model=self.model, adapter=self.adapter, options=self.identity(),
+                         messages=messages, params=params)
+
+    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
         raise NotImplementedError
 
-    def chat(self, batch: list[Messages]) -> list[str]:
+    def chat(self, batch: list[Messages], **overrides: Any) -> list[str]:
+        """One reply per conversation; ``overrides`` (max_new_tokens, temperature) apply to this call only."""
+        unknown = sorted(set(overrides) - set(GENERATION_PARAMETERS))
+        if unknown:
+            raise IkatError(f"unknown generation parameter(s) {unknown}", where="LLM.chat",
+                            fix=f"use only {GENERATION_PARAMETERS}")
+        params = {**self.params, **overrides}
+        keys = [self._key(m, params) for m in batch]
         outputs: dict[int, str] = {}
         todo: list[int] = []
-        keys = [self._key(m) for m in batch]
         for i, key in enumerate(keys):
             cached = self.cache.get(key) if self.cache else None
             if cached is not None:
@@ -46,7 +64,10 @@ class LLM:
         self.stats["hits"] += len(batch) - len(todo)
         self.stats["misses"] += len(todo)
         if todo:
-            for i, (text, prompt_tokens, completion_tokens) in zip(todo, self._generate([batch[i] for i in todo])):
+            start = time.perf_counter()
+            generated = self._generate([batch[i] for i in todo], params)
+            self.stats["generate_seconds"] += time.perf_counter() - start
+            for i, (text, prompt_tokens, completion_tokens) in zip(todo, generated):
                 outputs[i] = text
                 self.stats["prompt_tokens"] += prompt_tokens
                 self.stats["completion_tokens"] += completion_tokens
@@ -55,5 +76,7 @@ class LLM:
                                              "completion_tokens": completion_tokens})
         return [outputs[i] for i in range(len(batch))]
 
-    def count_fallback(self) -> None:
+    def count_fallback(self, what: str = "empty LLM output: raw utterance used") -> None:
+        """Count (and log) one parse fallback; the count is ``stats["parse_fallbacks"]``."""
         self.stats["parse_fallbacks"] += 1
+        log.warning("%s (%d so far)", what, self.stats["parse_fallbacks"])

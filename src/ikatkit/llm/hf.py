@@ -3,25 +3,43 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM, Messages
 from ikatkit.models import resolve_model
 
+QUANTIZATIONS = ("4bit", "8bit")
 
-def load_model(model: str, adapter: str | None = None, quantization: str | None = None):  # type: ignore[no-untyped-def]
-    """(tokenizer, model) for a hub id, a folder, or a ``.gguf`` file (dequantized by transformers)."""
+
+def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | None]:
+    """(folder or hub id, GGUF file name or None) for ``model`` (``bundled:*`` resolved; a ``.gguf`` path split)."""
+    path = resolve_model(model)
+    if gguf_file is None and path.endswith(".gguf"):
+        return str(Path(path).parent), Path(path).name
+    return path, gguf_file
+
+
+def load_model(model: str, adapter: str | None = None, quantization: str | None = None,
+               gguf_file: str | None = None) -> tuple[Any, Any]:
+    """(tokenizer, model) for a hub id, a folder, or a ``.gguf`` file (dequantized by transformers).
+
+    On a GPU the weights are fp16 (or 4/8-bit with bitsandbytes when ``quantization`` is set); on a CPU fp32.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = resolve_model(model)
-    kwargs: dict = {}
-    if path.endswith(".gguf"):
-        kwargs["gguf_file"] = Path(path).name
-        path = str(Path(path).parent)
+    path, gguf_file = split_gguf(model, gguf_file)
+    if gguf_file and not Path(path, gguf_file).exists() and Path(path).is_dir():
+        raise IkatError(f"GGUF file {gguf_file!r} not found", path=path, fix="set gguf_file to a file in that folder")
+    files: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    kwargs: dict[str, Any] = dict(files)
     if quantization:
+        if quantization not in QUANTIZATIONS:
+            raise IkatError(f"unknown quantization {quantization!r}", where="llm.quantization",
+                            fix=f"use one of {QUANTIZATIONS} or leave it out")
         if not torch.cuda.is_available():
-            raise IkatError(f"{quantization} quantization needs a CUDA GPU (bitsandbytes)",
+            raise IkatError(f"{quantization} quantization needs a CUDA GPU (bitsandbytes)", where="llm.quantization",
                             fix="drop `quantization` from the config on a CPU machine")
         from transformers import BitsAndBytesConfig
 
@@ -30,9 +48,9 @@ def load_model(model: str, adapter: str | None = None, quantization: str | None 
             bnb_4bit_compute_dtype=torch.float16)
         kwargs["device_map"] = "auto"
     elif torch.cuda.is_available():
-        kwargs["torch_dtype"] = torch.float16
+        kwargs["dtype"] = torch.float16
         kwargs["device_map"] = "auto"
-    tokenizer = AutoTokenizer.from_pretrained(path, **{k: v for k, v in kwargs.items() if k == "gguf_file"})
+    tokenizer = AutoTokenizer.from_pretrained(path, **files)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -49,31 +67,36 @@ def load_model(model: str, adapter: str | None = None, quantization: str | None 
 
 
 class TransformersLLM(LLM):
-    """Batched greedy generation (left padding) with the model's chat template."""
+    """Batched generation (left padding, greedy unless temperature > 0) with the model's chat template."""
 
     backend = "transformers"
 
     def __init__(self, model: str, *, adapter: str | None = None, quantization: str | None = None,
-                 batch_size: int = 8, **options) -> None:  # type: ignore[no-untyped-def]
+                 gguf_file: str | None = None, batch_size: int = 8, **options: Any) -> None:
         super().__init__(model, adapter=adapter, **options)
-        self.tokenizer, self.network = load_model(model, adapter, quantization)
+        self.quantization, self.gguf_file = quantization, gguf_file
+        self.tokenizer, self.network = load_model(model, adapter, quantization, gguf_file)
         self.batch_size = batch_size
+
+    def identity(self) -> dict[str, Any]:
+        return {"quantization": self.quantization, "gguf_file": self.gguf_file}
 
     def prompt_text(self, messages: Messages) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def _generate(self, batch: list[Messages]) -> list[tuple[str, int, int]]:
+    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
         import torch
 
+        temperature = params["temperature"]
+        sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {
+            "do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         results: list[tuple[str, int, int]] = []
         for start in range(0, len(batch), self.batch_size):
             texts = [self.prompt_text(m) for m in batch[start: start + self.batch_size]]
             inputs = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             inputs = inputs.to(self.network.device)
-            sampling = {"do_sample": True, "temperature": self.temperature} if self.temperature > 0 else {
-                "do_sample": False}
             with torch.no_grad():
-                output = self.network.generate(**inputs, max_new_tokens=self.max_new_tokens,
+                output = self.network.generate(**inputs, max_new_tokens=params["max_new_tokens"],
                                                pad_token_id=self.tokenizer.pad_token_id, **sampling)
             width = inputs["input_ids"].shape[1]
             for row, mask in zip(output, inputs["attention_mask"]):

@@ -1,36 +1,37 @@
-"""Robust parsing of LLM outputs: lists, quotes, echoed prefixes. Empty results are returned as such so
-that the caller falls back (and counts it)."""
+"""Robust parsing of LLM outputs: lists, quotes, echoed prefixes, chatty introductions. An empty result is
+returned as such so that the caller falls back to the raw utterance and counts it (``LLM.count_fallback``)."""
 
 from __future__ import annotations
 
 import re
 
-_PREFIX = re.compile(r"^\s*(#+\s*)?(rewritten( user)? question|rewrite|question|query|queries|answer)\s*[:\-]\s*",
-                     re.I)
-_BULLET = re.compile(r"^\s*(\d+[.)]|[-*•])\s*")
+_PREFIX = re.compile(r"^\s*(#+\s*)?((sure|ok(ay)?|certainly)[,!.]?\s*)?(here('s| is| are)\b[^:]*:\s*)?"
+                     r"((the\s+)?(rewritten( user)? question|rewrite|question|query|queries|answer)\s*[:\-]\s*)?", re.I)
+_BULLET = re.compile(r"^\s*(\d+[.)]|[-*•])\s+")
 
 
 def _clean(line: str) -> str:
-    line = _BULLET.sub("", _PREFIX.sub("", line.strip()))
-    return line.strip().strip("\"'“”‘’`").strip()
+    line = _BULLET.sub("", _PREFIX.sub("", line.strip(), count=1)).strip()
+    return line.strip("\"'“”‘’`").strip()
+
+
+def _lines(output: str) -> list[str]:
+    """Cleaned non-empty lines, without echoed section headers and introductions ending in a colon."""
+    return [c for c in map(_clean, output.splitlines()) if c and not c.startswith("###") and not c.endswith(":")]
 
 
 def parse_rewrite(output: str) -> str:
     """The first non-empty line of a rewrite, without prefixes and quotes ('' when there is none)."""
-    for line in output.splitlines():
-        cleaned = _clean(line)
-        if cleaned and not cleaned.startswith("###"):
-            return cleaned
-    return ""
+    lines = _lines(output)
+    return lines[0] if lines else ""
 
 
 def parse_queries(output: str, limit: int = 5) -> list[str]:
     """Up to ``limit`` distinct queries, one per line, numbering and bullets removed."""
     queries: list[str] = []
-    for line in output.splitlines():
-        cleaned = _clean(line)
-        if cleaned and not cleaned.startswith("###") and cleaned.lower() not in (q.lower() for q in queries):
-            queries.append(cleaned)
+    for line in _lines(output):
+        if line.lower() not in (q.lower() for q in queries):
+            queries.append(line)
     return queries[:limit]
 
 
