@@ -1,0 +1,175 @@
+"""The validator on runs written from the real 2023 topics: the gold run passes, each broken variant is caught."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+from runs_gold import gold_run
+
+from ikatkit.cli import main
+from ikatkit.runs.io import write_run
+from ikatkit.runs.model import PassageRef, PtkbRef
+from ikatkit.runs.validate import validate_run
+from ikatkit.topics import load_topics
+
+P = "clueweb22-en0000-00-00000:0"
+
+
+@pytest.fixture(scope="module")
+def topics(ikat2023):
+    return load_topics(ikat2023 / "test_topics.json")
+
+
+def test_gold_run_is_valid_with_empty_ptkb_as_warning(topics):
+    report = validate_run(gold_run(topics), topics)
+    assert report.ok and report.errors == []
+    no_ptkb = [t.qid for t in topics if not t.ptkb_provenance]
+    assert len(no_ptkb) == 220
+    assert report.turns_of("no-ptkb") == no_ptkb
+    assert {p.code for p in report.warnings} == {"no-ptkb", "too-many-warnings"}  # 220 > the organizers' 25
+    assert str(report).endswith("-> VALID")
+    strict = validate_run(gold_run(topics), topics, max_warnings="official")
+    assert [p.code for p in strict.errors] == ["too-many-warnings"]
+    assert validate_run(gold_run(topics, 2025), topics).problems == []
+
+
+def _edit_turn(index, edit):
+    def apply(run):
+        edit(run.turns[index])
+        return run.turns[index].turn_id
+    return apply
+
+
+# code -> (year, severity, edit of the gold run returning the turn id it breaks)
+BROKEN = {
+    "missing-turn": (2023, "error", lambda r: r.turns.pop(5).turn_id),
+    "unknown-turn": (2023, "error", _edit_turn(0, lambda t: setattr(t, "turn_id", "99-9_1"))),
+    "duplicate-turn": (2023, "error", lambda r: r.turns.append(copy.deepcopy(r.turns[3])) or r.turns[3].turn_id),
+    "bad-turn-id": (2024, "error", _edit_turn(0, lambda t: setattr(t, "turn_id", "9-1-1"))),
+    "no-responses": (2023, "warning", _edit_turn(2, lambda t: t.responses.clear())),
+    "rank-not-increasing": (2023, "warning", _edit_turn(1, lambda t: t.responses.append(copy.deepcopy(t.responses[0])))),
+    "bad-rank": (2023, "warning", _edit_turn(1, lambda t: setattr(t.responses[0], "rank", 0))),
+    "empty-text": (2023, "warning", _edit_turn(2, lambda t: setattr(t.responses[0], "text", "  "))),
+    "score-not-decreasing": (2023, "warning", _edit_turn(3, lambda t: t.responses[0].passages.append(PassageRef(P, 99.0)))),
+    "bad-score": (2023, "error", _edit_turn(3, lambda t: setattr(t.responses[0].passages[0], "score", math.nan))),
+    "duplicate-passage": (2023, "error", _edit_turn(4, lambda t: t.responses[0].passages.append(
+        PassageRef(t.responses[0].passages[0].id, -1.0)))),
+    "bad-passage-id": (2023, "warning", _edit_turn(6, lambda t: setattr(t.responses[0].passages[0], "id", "doc-1"))),
+    "no-passages": (2023, "warning", _edit_turn(7, lambda t: setattr(t.responses[0], "passages", []))),
+    "no-used-passage": (2023, "warning", _edit_turn(7, lambda t: [setattr(p, "used", False) for p in t.responses[0].passages])),
+    "too-many-passages": (2023, "warning", _edit_turn(8, lambda t: setattr(t.responses[0], "passages", [
+        PassageRef(f"clueweb22-en0000-00-00000:{i}", -i) for i in range(1001)]))),
+    "ptkb-key-zero": (2024, "error", _edit_turn(0, lambda t: t.responses[0].ptkb.append(PtkbRef("0", 0.1, "x")))),
+    "unknown-ptkb": (2024, "error", _edit_turn(0, lambda t: t.responses[0].ptkb.append(PtkbRef("42", 0.1, "x")))),
+    "ptkb-text-mismatch": (2023, "warning", _edit_turn(0, lambda t: setattr(t.responses[0].ptkb[0], "text", "other"))),
+    "ptkb-score-not-decreasing": (2023, "warning", _edit_turn(0, lambda t: setattr(t.responses[0].ptkb[2], "score", 5.0))),
+    "bad-run-type": (2025, "error", lambda r: setattr(r, "run_type", "semi-automatic")),
+}
+
+
+@pytest.mark.parametrize("code", sorted(BROKEN))
+def test_each_broken_run_is_reported(topics, code):
+    year, severity, edit = BROKEN[code]
+    run = gold_run(topics, year)
+    turn = edit(run)
+    report = validate_run(run, topics)
+    found = report.find(code)
+    assert [p.severity for p in found] == [severity]
+    if turn is not None:
+        assert report.turns_of(code) == [turn]
+    assert report.ok == (severity == "warning" and code not in ("unknown-turn", "missing-turn"))
+    assert code in str(report) and str(report).endswith("-> VALID" if report.ok else "-> INVALID")
+
+
+def test_empty_run_and_unknown_turn_also_reports_the_missing_one(topics):
+    run = gold_run(topics)
+    run.turns[0].turn_id = "99-9_1"
+    report = validate_run(run, topics)
+    assert sorted(p.code for p in report.errors) == ["missing-turn", "unknown-turn"]
+    assert report.turns_of("missing-turn") == ["9-1_1"]
+    run.turns.clear()
+    report = validate_run(run, topics)
+    assert report.turns_of("missing-turn") == topics.qids
+    assert "no-turns" in {p.code for p in report.errors}
+
+
+def _jsonl(topics, tmp_path, edit):
+    path = tmp_path / "run.jsonl"
+    write_run(gold_run(topics, 2025), path, "2025", topics=topics)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    edit(lines)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_2025_file_rules(topics, tmp_path):
+    def cite_outside(lines):
+        lines[2]["responses"][0]["citations"][P] = 1.0
+    report = validate_run(_jsonl(topics, tmp_path, cite_outside), topics)
+    assert [p.code for p in report.errors] == ["citation-not-in-references"]
+    assert report.turns_of("citation-not-in-references") == [topics.qids[2]]
+
+    def many_refs(lines):
+        lines[1]["references"] = {f"clueweb22-en0000-00-00000:{i}": -i for i in range(1001)}
+        lines[1]["responses"][0]["citations"] = {}
+    report = validate_run(_jsonl(topics, tmp_path, many_refs), topics)
+    assert report.ok and report.turns_of("too-many-passages") == [topics.qids[1]]
+
+    def long_and_unknown(lines):
+        lines[0]["responses"][0]["text"] = "word " * 251
+        lines[0]["responses"][0]["ptkb_provenance"] = ["I own a spaceship."]
+        lines[0]["extra"] = 1
+    report = validate_run(_jsonl(topics, tmp_path, long_and_unknown), topics)
+    assert report.ok
+    assert {p.code for p in report.warnings} == {"long-response", "unknown-ptkb", "unknown-field"}
+    assert report.turns_of("unknown-ptkb") == ["9-1_1"]
+
+
+def test_file_shape_problems(topics, tmp_path):
+    path = tmp_path / "bad.json"
+    write_run(gold_run(topics), path, "2023")
+    data = json.loads(path.read_text())
+    del data["run_type"]
+    data["turns"][4]["responses"][0]["rank"] = "first"
+    data["turns"][5]["responses"][0]["note"] = "x"
+    path.write_text(json.dumps(data))
+    report = validate_run(path, topics)
+    assert sorted(p.code for p in report.errors) == ["missing-required-field", "unknown-field", "wrong-type"]
+    assert report.turns_of("wrong-type") == [topics.qids[4]]
+    assert report.turns_of("unknown-field") == [topics.qids[5]]
+    path.write_text("{not json")
+    report = validate_run(path, topics)
+    assert [p.code for p in report.errors] == ["unreadable"] and "bad.json" in str(report)
+
+
+def test_passage_ids_checked_against_index_and_id_files(topics, tmp_path, passages_index, passages_jsonl):
+    run = gold_run(topics)
+    assert validate_run(run, topics, ids=passages_index).ok
+    run.turns[9].responses[0].passages[0].id = "clueweb22-en9999-99-99999:0"
+    for ids in (passages_index, [json.loads(x)["id"] for x in passages_jsonl.read_text().splitlines()]):
+        report = validate_run(run, topics, ids=ids)
+        assert report.turns_of("unknown-passage") == [topics.qids[9]]
+        assert report.find("unknown-passage")[0].examples == ["clueweb22-en9999-99-99999:0"]
+    hashes = tmp_path / "hashes.tsv"
+    hashes.write_text("".join(f"{pid.split(':')[0]}\t{pid.split(':')[1]}\tmd5\n"
+                              for pid in {p.id for t in gold_run(topics).turns for r in t.responses for p in r.passages}))
+    report = validate_run(run, topics, ids=hashes)
+    assert report.turns_of("unknown-passage") == [topics.qids[9]]
+
+
+def test_cli_validate_exit_codes(topics, ikat2023, tmp_path, capsys):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    write_run(gold_run(topics), good, "2023")
+    broken = gold_run(topics)
+    broken.turns[3].responses[0].passages[0].score = math.inf
+    write_run(broken, bad, "2023")
+    topics_file = str(ikat2023 / "test_topics.json")
+    assert main(["validate", str(good), "--topics", topics_file]) == 0
+    assert capsys.readouterr().out.strip().endswith("-> VALID")
+    assert main(["validate", str(bad), "--topics", topics_file]) == 1
+    out = capsys.readouterr().out
+    assert f"ERROR   bad-score: score is NaN or infinite — 1x in 1 turn: {topics.qids[3]}" in out
+    assert out.strip().endswith("-> INVALID")
