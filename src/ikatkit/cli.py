@@ -121,18 +121,21 @@ def _run_eval(args: argparse.Namespace) -> int:
 
 def _add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a run against the topics: the organizers' rules and more")
-    p.add_argument("run", help="official JSON/JSONL run")
+    p.add_argument("run", help="a run: official 2023/2024 JSON, 2025 JSONL, TREC, or {qid: {pid: score}} JSON")
     p.add_argument("--topics", required=True, help="the year's topic JSON")
     p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
     ids = p.add_mutually_exclusive_group()
     ids.add_argument("--index", help="check that every passage exists in this Lucene index")
     ids.add_argument("--ids", help="... or in this id file (one id per line) or hash file (doc_id<TAB>n<TAB>md5)")
+    p.add_argument("--max-warnings", type=lambda v: v if v == "official" else int(v),
+                   help="fail above this many warnings; 'official' = the organizers' limit (25 in 2023, 2000 in 2024)")
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.runs.validate import validate_run
         from ikatkit.topics import load_topics
 
-        report = validate_run(args.run, load_topics(args.topics, args.year), ids=args.index or args.ids)
+        report = validate_run(args.run, load_topics(args.topics, args.year), ids=args.index or args.ids,
+                              max_warnings=args.max_warnings)
         print(report)
         return 0 if report.ok else 1
 
