@@ -173,3 +173,19 @@ def test_cli_validate_exit_codes(topics, ikat2023, tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"ERROR   bad-score: score is NaN or infinite — 1x in 1 turn: {topics.qids[3]}" in out
     assert out.strip().endswith("-> INVALID")
+
+
+def test_cli_official_warning_limit_and_bad_id_file(topics, ikat2023, tmp_path, capsys):
+    good = tmp_path / "good.json"
+    write_run(gold_run(topics), good, "2023")
+    topics_file = str(ikat2023 / "test_topics.json")
+    assert main(["validate", str(good), "--topics", topics_file, "--max-warnings", "official"]) == 1
+    assert "ERROR   too-many-warnings: more warnings than the organizers' validator allows — e.g. 220 > 25" \
+        in capsys.readouterr().out
+    assert main(["validate", str(good), "--topics", topics_file, "--max-warnings", "220"]) == 0
+    capsys.readouterr()
+    trec = tmp_path / "gold.trec"
+    write_run(gold_run(topics), trec, "trec")
+    assert main(["validate", str(good), "--topics", topics_file, "--ids", str(trec)]) == 2
+    err = capsys.readouterr().err
+    assert "gold.trec (line 1): expected one passage id or 3 tab-separated columns" in err

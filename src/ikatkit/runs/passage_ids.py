@@ -35,11 +35,14 @@ class IdFile:
                 cols = line.rstrip("\n").split("\t")
                 if len(cols) == 3:
                     pid = f"{cols[0]}:{cols[1]}"
-                elif len(cols) == 1:
+                elif len(cols) == 1 and len(cols[0].split()) == 1:
                     pid = cols[0].strip()
+                elif len(cols) == 1 and not cols[0].strip():
+                    continue
                 else:
-                    raise IkatError(f"expected 1 or 3 tab-separated columns, found {len(cols)}", path=self.path,
-                                    where=f"line {number}", fix="one passage id per line, or doc_id<TAB>passage_no<TAB>md5")
+                    raise IkatError(f"expected one passage id or 3 tab-separated columns, found {line.strip()[:60]!r}",
+                                    path=self.path, where=f"line {number}",
+                                    fix="one passage id per line, or doc_id<TAB>passage_no<TAB>md5")
                 left.discard(pid)
                 if not left:
                     break

@@ -225,7 +225,7 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
     limit = official if max_warnings in ("official", None) else max_warnings
     warnings = sum(p.count for p in collector.groups.values() if p.severity == W)
     if isinstance(limit, int) and warnings > limit:
-        collector.add("too-many-warnings", example=f"{warnings} > {limit}", severity=None if max_warnings else W)
+        collector.add("too-many-warnings", example=f"{warnings} > {limit}", severity=W if max_warnings is None else None)
     return _report(collector, source, fmt, topics, len(run.turns))
 
 
