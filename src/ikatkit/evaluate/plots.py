@@ -8,7 +8,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ikatkit.evaluate.evaluate import EvalResult  # noqa: E402
 from ikatkit.topics import split_query_id  # noqa: E402
@@ -36,15 +35,22 @@ def natural_key(name: str) -> list[int | str]:
 
 
 def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, prefix: str = "") -> list[Path]:
-    """Two PNGs: ``measure`` per turn position (lines) and per conversation (grouped bars)."""
+    """Two PNGs: ``measure`` per turn position (lines) and per conversation (grouped bars); file names and
+    titles start with ``prefix`` (``ptkb_`` -> "PTKB ...")."""
     out.mkdir(parents=True, exist_ok=True)
+    label = prefix.strip("_").upper() + " " if prefix else ""
     paths = []
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
     for name, result in results.items():
         series = by_position(result, measure)
         ax.plot(list(series), list(series.values()), marker="o", label=name)
-    ax.set(xlabel="turn position in the conversation", ylabel=measure, title=f"{measure} per turn position")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    counts: dict[int, set[str]] = {}
+    for result in results.values():
+        for qid in result.per_query:
+            counts.setdefault(split_query_id(qid)[1], set()).add(qid)
+    ax.set_xticks(sorted(counts), [f"{t}\n{len(counts[t])}" for t in sorted(counts)], fontsize=8)
+    ax.set(xlabel="turn position in the conversation (below it: judged turns averaged)", ylabel=measure,
+           title=f"{label}{measure} per turn position")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -60,7 +66,7 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
                width=width, label=name)
     ax.set_xticks([x + width * (len(results) - 1) / 2 for x in range(len(conversations))], conversations,
                   rotation=60, ha="right")
-    ax.set(ylabel=measure, title=f"{measure} per conversation")
+    ax.set(ylabel=measure, title=f"{label}{measure} per conversation")
     ax.legend()
     fig.tight_layout()
     paths.append(out / f"{prefix}{_safe(measure)}_per_conversation.png")
