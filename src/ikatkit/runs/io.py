@@ -164,7 +164,8 @@ def _run_from_json(data: dict[str, Any], year: int, topics: Topics | None) -> Ru
 
 def _run_from_jsonl(records: list[Record], topics: Topics | None) -> Run:
     meta = records[0][1].get("metadata") or {} if records else {}
-    run = Run(str(meta.get("run_id", "")), str(meta.get("run_type", "")), year=2025, team_id=str(meta.get("team_id", "")))
+    run = Run(str(meta.get("run_id", "")), str(meta.get("run_type", "")), year=2025,
+              team_id=str(meta.get("team_id", "")))
     for _, entry in records:
         qid = str(entry.get("turn_id", ""))
         references = entry.get("references") or {}
@@ -173,7 +174,8 @@ def _run_from_jsonl(records: list[Record], topics: Topics | None) -> Run:
             citations = r.get("citations") or {}
             if i == 0:
                 passages = [PassageRef(pid, float(s), used=pid in citations) for pid, s in references.items()]
-                passages += [PassageRef(pid, float(s), used=True) for pid, s in citations.items() if pid not in references]
+                passages += [PassageRef(pid, float(s), used=True) for pid, s in citations.items()
+                             if pid not in references]
             else:
                 passages = [PassageRef(pid, float(s), used=True) for pid, s in citations.items()]
             ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in r.get("ptkb_provenance") or []]
@@ -186,8 +188,10 @@ def _run_from_trec(records: list[Record]) -> Run:
     rows: dict[str, list[tuple[int, str, float]]] = {}
     for _, (qid, pid, rank, score, _name) in records:
         rows.setdefault(qid, []).append((rank, pid, score))
-    turns = [TurnResult(qid, [Response(1, "", [PassageRef(pid, score) for _, pid, score in sorted(r, key=lambda x: x[0])])])
-             for qid, r in rows.items()]
+    turns = []
+    for qid, ranked in rows.items():
+        ranked.sort(key=lambda row: row[0])
+        turns.append(TurnResult(qid, [Response(1, "", [PassageRef(pid, score) for _, pid, score in ranked])]))
     return Run(records[0][1][4], turns=turns)
 
 
@@ -266,8 +270,8 @@ def _json_view(run: Run, t: Template, topics: Topics | None) -> dict[str, Any]:
                 ptkb = [t.ordered("turns[].responses[].ptkb_provenance[]",
                                   {"id": _key(p, topics, turn.turn_id), "text": _text(p, topics, turn.turn_id),
                                    "score": p.score}) for p in r.ptkb]
-            responses.append(t.ordered("turns[].responses[]", {"rank": r.rank, "text": r.text,
-                                                               "ptkb_provenance": ptkb, "passage_provenance": passages}))
+            responses.append(t.ordered("turns[].responses[]", {
+                "rank": r.rank, "text": r.text, "ptkb_provenance": ptkb, "passage_provenance": passages}))
         turns.append(t.ordered("turns[]", {"turn_id": turn.turn_id, "responses": responses}))
     return t.ordered("", {"run_name": run.run_name, "run_type": run.run_type,
                           "eval_response": run.eval_response, "turns": turns})

@@ -96,8 +96,9 @@ class Template:
     def _check(self, value: Any, pattern: str, where: str, issues: list[ShapeIssue]) -> None:
         spec = self.specs[pattern]
         if not _is_kind(value, spec.kind):
+            found = _json_type(value)
             issues.append(ShapeIssue("type", pattern, where or "top level",
-                                     f"{pattern or 'the record'} is {_json_type(value)}, expected {TYPE_NAMES[spec.kind]}"))
+                                     f"{pattern or 'the record'} is {found}, expected {TYPE_NAMES[spec.kind]}"))
             return
         if spec.kind == "list" and _join(pattern, "[]") in self.specs:
             for i, item in enumerate(value):

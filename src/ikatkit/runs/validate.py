@@ -51,7 +51,8 @@ W, E = "warning", "error"
 RULES: dict[str, Rule] = {
     "unreadable": Rule(E, "the file cannot be read as a run", "see the message; runs are written by `ikatkit convert`"),
     "missing-required-field": Rule(E, "required field missing", "add the field (see submission_templates/)"),
-    "missing-field": Rule(W, "field missing (the organizers read it as empty)", "add the field (see submission_templates/)"),
+    "missing-field": Rule(W, "field missing (the organizers read it as empty)",
+                          "add the field (see submission_templates/)"),
     "wrong-type": Rule(E, "field of the wrong type", "use the type of the official format (see submission_templates/)"),
     "unknown-field": Rule(E, "field not in the official format", "remove the field or rename it as the template does"),
     "empty-run-name": Rule(W, "the run name is empty", "name the run"),
@@ -86,7 +87,8 @@ RULES: dict[str, Rule] = {
     "unknown-ptkb": Rule({2023: W, 2024: E, 2025: W}, "PTKB statement not in the conversation's PTKB",
                          "cite the conversation's own PTKB statements (2025: their exact text)"),
     "ptkb-text-mismatch": Rule(W, "PTKB text differs from the topics' statement", "copy the statement text exactly"),
-    "ptkb-score-not-decreasing": Rule(W, "PTKB scores increase down the list", "sort PTKB provenance by descending score"),
+    "ptkb-score-not-decreasing": Rule(W, "PTKB scores increase down the list",
+                                      "sort PTKB provenance by descending score"),
     "too-many-warnings": Rule(E, "more warnings than the organizers' validator allows",
                               "fix the warnings; the organizers abort above this count"),
 }
@@ -149,7 +151,8 @@ class ValidationReport:
     def __str__(self) -> str:
         lines = [str(p) for p in sorted(self.problems, key=lambda p: p.severity != E)]
         occurrences = sum(p.count for p in self.warnings)
-        lines.append(f"{self.source} ({self.fmt} run, {self.turns} turns; {self.year} topics, {self.topic_turns} turns): "
+        lines.append(f"{self.source} ({self.fmt} run, {self.turns} turns; "
+                     f"{self.year} topics, {self.topic_turns} turns): "
                      f"{len(self.errors)} error kind(s), {len(self.warnings)} warning kind(s) "
                      f"({occurrences} warning occurrences) -> {'VALID' if self.ok else 'INVALID'}")
         return "\n".join(lines)
@@ -225,7 +228,8 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
     limit = official if max_warnings in ("official", None) else max_warnings
     warnings = sum(p.count for p in collector.groups.values() if p.severity == W)
     if isinstance(limit, int) and warnings > limit:
-        collector.add("too-many-warnings", example=f"{warnings} > {limit}", severity=W if max_warnings is None else None)
+        collector.add("too-many-warnings", example=f"{warnings} > {limit}",
+                      severity=W if max_warnings is None else None)
     return _report(collector, source, fmt, topics, len(run.turns))
 
 
@@ -247,7 +251,8 @@ SHAPE_CODES = {"missing-required": "missing-required-field", "missing": "missing
 def _check_shape(template: Template, where: str, record: Any, collector: _Collector) -> None:
     for issue in template.check(record):
         severity = template.rule("unknown_fields") if issue.kind == "unknown" else None
-        collector.add(SHAPE_CODES[issue.kind], _shape_turn(record, issue), f"{where}: {issue.where}" if where else issue.where,
+        place = f"{where}: {issue.where}" if where else issue.where
+        collector.add(SHAPE_CODES[issue.kind], _shape_turn(record, issue), place,
                       message=issue.message, severity=severity)
 
 
