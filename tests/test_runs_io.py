@@ -66,7 +66,8 @@ def test_official_files_follow_the_templates(topics, tmp_path):
     passages = run.turn("9-1_1").responses[0].passages
     assert first["references"] == {p.id: p.score for p in passages}
     assert first["responses"][0]["citations"] == {p.id: p.score for p in passages[:3]}
-    assert first["responses"][0]["ptkb_provenance"] == [topics.conversation_of("9-1_1").ptkb[k] for k in ("5", "4", "2")]
+    statements = topics.conversation_of("9-1_1").ptkb
+    assert first["responses"][0]["ptkb_provenance"] == [statements[k] for k in ("5", "4", "2")]
 
 
 def test_trec_run_is_derived_first_occurrence_wins(tmp_path):
@@ -105,7 +106,8 @@ def test_reference_run_dict_is_read(ikat2023):
     ("9-1_1 Q0 p 1 1.0 r\n9-1_1 Q0 p2 one 1.0 r\n", "line 2", "not a number"),
     ('{"metadata": {}, "turn_id": "9-1_1"}\n{"turn_id": \n', "line 2", "invalid JSON"),
     ('[1, 2]', None, "not a run"),
-    ('{"run_name": "x", "run_type": "automatic", "turns": [{"turn_id": "9-1_1", "responses": "none"}]}', "turns[0].responses", "a list"),
+    ('{"run_name": "x", "run_type": "automatic", "turns": [{"turn_id": "9-1_1", "responses": "none"}]}',
+     "turns[0].responses", "a list"),
     ("", None, "empty"),
 ])
 def test_bad_files_give_one_clear_error(tmp_path, content, where, fix):
@@ -130,6 +132,6 @@ def test_cli_convert(topics, ikat2023, tmp_path, capsys):
     trec = tmp_path / "ref.trec"
     assert main(["convert", str(ikat2023 / "reference_run" / "splade_deberta_run.json"), "--to", "trec",
                  "--out", str(trec)]) == 0
-    assert len(trec.read_text().splitlines()) == sum(len(t.responses[0].passages) for t in
-                                                     read_run(ikat2023 / "reference_run" / "splade_deberta_run.json").turns)
+    reference = read_run(ikat2023 / "reference_run" / "splade_deberta_run.json")
+    assert len(trec.read_text().splitlines()) == sum(len(t.responses[0].passages) for t in reference.turns)
     assert main(["convert", str(tmp_path / "nope.json"), "--to", "2023", "--out", str(out)]) == 2

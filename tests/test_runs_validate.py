@@ -50,22 +50,26 @@ BROKEN = {
     "duplicate-turn": (2023, "error", lambda r: r.turns.append(copy.deepcopy(r.turns[3])) or r.turns[3].turn_id),
     "bad-turn-id": (2024, "error", _edit_turn(0, lambda t: setattr(t, "turn_id", "9-1-1"))),
     "no-responses": (2023, "warning", _edit_turn(2, lambda t: t.responses.clear())),
-    "rank-not-increasing": (2023, "warning", _edit_turn(1, lambda t: t.responses.append(copy.deepcopy(t.responses[0])))),
+    "rank-not-increasing": (2023, "warning", _edit_turn(1, lambda t: t.responses.append(
+        copy.deepcopy(t.responses[0])))),
     "bad-rank": (2023, "warning", _edit_turn(1, lambda t: setattr(t.responses[0], "rank", 0))),
     "empty-text": (2023, "warning", _edit_turn(2, lambda t: setattr(t.responses[0], "text", "  "))),
-    "score-not-decreasing": (2023, "warning", _edit_turn(3, lambda t: t.responses[0].passages.append(PassageRef(P, 99.0)))),
+    "score-not-decreasing": (2023, "warning", _edit_turn(3, lambda t: t.responses[0].passages.append(
+        PassageRef(P, 99.0)))),
     "bad-score": (2023, "error", _edit_turn(3, lambda t: setattr(t.responses[0].passages[0], "score", math.nan))),
     "duplicate-passage": (2023, "error", _edit_turn(4, lambda t: t.responses[0].passages.append(
         PassageRef(t.responses[0].passages[0].id, -1.0)))),
     "bad-passage-id": (2023, "warning", _edit_turn(6, lambda t: setattr(t.responses[0].passages[0], "id", "doc-1"))),
     "no-passages": (2023, "warning", _edit_turn(7, lambda t: setattr(t.responses[0], "passages", []))),
-    "no-used-passage": (2023, "warning", _edit_turn(7, lambda t: [setattr(p, "used", False) for p in t.responses[0].passages])),
+    "no-used-passage": (2023, "warning", _edit_turn(7, lambda t: [
+        setattr(p, "used", False) for p in t.responses[0].passages])),
     "too-many-passages": (2023, "warning", _edit_turn(8, lambda t: setattr(t.responses[0], "passages", [
         PassageRef(f"clueweb22-en0000-00-00000:{i}", -i) for i in range(1001)]))),
     "ptkb-key-zero": (2024, "error", _edit_turn(0, lambda t: t.responses[0].ptkb.append(PtkbRef("0", 0.1, "x")))),
     "unknown-ptkb": (2024, "error", _edit_turn(0, lambda t: t.responses[0].ptkb.append(PtkbRef("42", 0.1, "x")))),
     "ptkb-text-mismatch": (2023, "warning", _edit_turn(0, lambda t: setattr(t.responses[0].ptkb[0], "text", "other"))),
-    "ptkb-score-not-decreasing": (2023, "warning", _edit_turn(0, lambda t: setattr(t.responses[0].ptkb[2], "score", 5.0))),
+    "ptkb-score-not-decreasing": (2023, "warning", _edit_turn(0, lambda t: setattr(
+        t.responses[0].ptkb[2], "score", 5.0))),
     "bad-run-type": (2025, "error", lambda r: setattr(r, "run_type", "semi-automatic")),
 }
 
@@ -154,8 +158,8 @@ def test_passage_ids_checked_against_index_and_id_files(topics, tmp_path, passag
         assert report.turns_of("unknown-passage") == [topics.qids[9]]
         assert report.find("unknown-passage")[0].examples == ["clueweb22-en9999-99-99999:0"]
     hashes = tmp_path / "hashes.tsv"
-    hashes.write_text("".join(f"{pid.split(':')[0]}\t{pid.split(':')[1]}\tmd5\n"
-                              for pid in {p.id for t in gold_run(topics).turns for r in t.responses for p in r.passages}))
+    gold_ids = sorted({p.id for t in gold_run(topics).turns for r in t.responses for p in r.passages})
+    hashes.write_text("".join(f"{pid.split(':')[0]}\t{pid.split(':')[1]}\tmd5\n" for pid in gold_ids))
     report = validate_run(run, topics, ids=hashes)
     assert report.turns_of("unknown-passage") == [topics.qids[9]]
 
