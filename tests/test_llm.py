@@ -9,12 +9,14 @@ import sys
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from ikatkit.errors import IkatError
 from ikatkit.llm import make_llm
+from ikatkit.llm.cache import DiskCache, cache_key
 from ikatkit.llm.parse import parse_ptkb_classification, parse_queries, parse_rewrite
 from ikatkit.llm.prompts import TASKS, render
 from ikatkit.models import resolve_model
@@ -22,17 +24,84 @@ from ikatkit.models import resolve_model
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
 
-def test_transformers_backend_is_deterministic_and_cached(tmp_path):
-    llm = make_llm({"backend": "transformers", "model": "bundled:smollm2", "max_new_tokens": 16,
-                    "cache_dir": str(tmp_path / "cache")})
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    """The bundled SmolLM2 GGUF through transformers, loaded once for this module, with a disk cache."""
+    return make_llm({"backend": "transformers", "model": "bundled:smollm2", "max_new_tokens": 16,
+                     "cache_dir": str(tmp_path_factory.mktemp("llm") / "cache")})
+
+
+def test_transformers_backend_is_deterministic_and_cached(smollm2):
     history = [("Can you help me find a diet?", "Sure: the Mediterranean diet suits you.")]
     batch = [QUESTION, render("rtg_rewrite", history=history, utterance="Is it expensive?")]
-    first = llm.chat(batch)
-    assert "Paris" in first[0] and first[1].strip()
-    assert llm.stats["misses"] == 2 and llm.stats["completion_tokens"] > 0
-    assert llm.chat(batch) == first and llm.stats["hits"] == 2
-    fresh = make_llm({"backend": "transformers", "model": "bundled:smollm2", "max_new_tokens": 16})
-    assert fresh.chat(batch) == first  # greedy decoding: the same text without the cache
+    first = smollm2.chat(batch)
+    assert "Paris" in first[0] and parse_rewrite(first[1])
+    assert smollm2.stats["misses"] == 2 and smollm2.stats["hits"] == 0 and smollm2.stats["completion_tokens"] > 0
+    tokens = smollm2.stats["completion_tokens"]
+    assert smollm2.chat(batch) == first and smollm2.stats["hits"] == 2 and smollm2.stats["completion_tokens"] == tokens
+    cache, smollm2.cache = smollm2.cache, None
+    try:
+        assert smollm2.chat(batch) == first  # greedy decoding: the same text without the cache
+        tokens = smollm2.stats["completion_tokens"]
+        short = smollm2.chat([QUESTION], max_new_tokens=2)[0]  # a per-call override
+    finally:
+        smollm2.cache = cache
+    assert smollm2.stats["completion_tokens"] - tokens == 2 and first[0].startswith(short) and short != first[0]
+    with pytest.raises(IkatError, match="unknown generation parameter"):
+        smollm2.chat([QUESTION], top_k=3)
+
+
+def test_lora_adapter_changes_outputs(smollm2, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    adapted = get_peft_model(smollm2.network, LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+                                                         init_lora_weights=False))
+    adapted.save_pretrained(tmp_path / "adapter")
+    smollm2.network = adapted.unload()
+    llm = make_llm({"backend": "transformers", "model": "bundled:smollm2", "max_new_tokens": 8,
+                    "adapter": str(tmp_path / "adapter")})
+    base = smollm2.chat([QUESTION], max_new_tokens=8)
+    assert llm.chat([QUESTION]) != base and llm.chat([QUESTION]) == llm.chat([QUESTION])
+    assert llm._key(QUESTION, llm.params) != smollm2._key(QUESTION, llm.params)
+    with pytest.raises(IkatError, match="adapter_config.json missing"):
+        make_llm({"backend": "transformers", "model": "bundled:smollm2", "adapter": str(tmp_path)})
+
+
+def test_config_errors(monkeypatch):
+    with pytest.raises(IkatError, match="unknown option"):
+        make_llm({"backend": "transformers", "model": "bundled:smollm2", "max_tokens": 5})
+    with pytest.raises(IkatError, match="not read from configs"):
+        make_llm({"backend": "openai", "model": "gpt-4", "api_key": "sk-x"})
+    with pytest.raises(IkatError, match="unknown LLM backend"):
+        make_llm({"backend": "vllm", "model": "m"})
+    with pytest.raises(IkatError, match="has no model"):
+        make_llm({"backend": "openai"})
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(IkatError, match="needs a CUDA GPU"):
+            make_llm({"backend": "transformers", "model": "bundled:smollm2", "quantization": "4bit"})
+
+
+def test_cache_survives_concurrent_writers_and_torn_files(tmp_path):
+    cache = DiskCache(tmp_path)
+    key = cache_key(backend="x", messages=QUESTION)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: cache.put(key, {"text": f"t{i % 2}"}), range(64)))
+    assert cache.get(key)["text"] in ("t0", "t1")
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [f"{key}.json"]  # no temporary leftovers
+    (tmp_path / key[:2] / f"{key}.json").write_text('{"text": "hal', encoding="utf-8")  # a torn file: a miss
+    assert cache.get(key) is None
+    assert cache_key(a=1, b=[1, 2]) == cache_key(b=[1, 2], a=1) != cache_key(a=1, b=[2, 1])
+
+
+def test_fallbacks_are_counted(caplog):
+    from ikatkit.llm.base import LLM
+
+    llm = LLM("m")
+    llm.count_fallback()
+    llm.count_fallback()
+    assert llm.stats["parse_fallbacks"] == 2 and "2 so far" in caplog.text
 
 
 def test_prompts_render_every_task():
@@ -47,10 +116,14 @@ def test_prompts_render_every_task():
 def test_parsers():
     assert parse_rewrite('Rewritten question: "Is the Mediterranean diet expensive?"\nmore') == \
         "Is the Mediterranean diet expensive?"
-    assert parse_rewrite("  \n") == ""
+    assert parse_rewrite("Sure! Here is the rewritten question:\n'Is it cheap?'") == "Is it cheap?"
+    assert parse_rewrite("### Rewritten User Question: Is it cheap?") == "Is it cheap?"
+    assert parse_rewrite("  \n") == "" and parse_rewrite("Here is the rewrite:") == ""
     assert parse_queries("1. vegan protein\n2) tofu protein\n- vegan protein\n* lentils", limit=5) == \
         ["vegan protein", "tofu protein", "lentils"]
     assert parse_queries("a\nb\nc\nd\ne\nf", limit=5) == ["a", "b", "c", "d", "e"]
+    assert parse_queries("Here are the queries:\n1. -5 degrees in Oslo\n\n2. Oslo winter") == \
+        ["-5 degrees in Oslo", "Oslo winter"]
     assert parse_ptkb_classification("Statements 2 and 10 are relevant.", ["1", "2", "10"]) == ["2", "10"]
     assert parse_ptkb_classification("none", ["1", "2"]) == []
 
@@ -135,6 +208,14 @@ def test_retries_and_clear_errors(monkeypatch):
         _Double.script = [404]
         with pytest.raises(IkatError, match="model 'm' not found"):
             llm.chat([[{"role": "user", "content": "third"}]])
+        _Double.script = [500, 502, 503]
+        stubborn = make_llm({"backend": "openai", "model": "m", "base_url": base, "backoff": 0.01, "max_retries": 2})
+        with pytest.raises(IkatError, match="giving up after 3 attempts"):
+            stubborn.chat([[{"role": "user", "content": "fourth"}]])
+        _Double.script = [400]
+        with pytest.raises(IkatError, match="rejected the request .HTTP 400"):
+            stubborn.chat([[{"role": "user", "content": "fifth"}]])
+        assert llm.stats["prompt_tokens"] == 3 and llm.stats["misses"] == 3
     finally:
         server.shutdown()
     monkeypatch.delenv("OPENAI_API_KEY")
