@@ -1,5 +1,5 @@
 """Top-k BM25 throughput of our searcher against Pyserini's LuceneSearcher.search on the same index and
-queries, in the same run, checking that both return the same ids in the same order.
+queries, in the same run, checking that both return the same ids in the same order with the same scores.
 
     python bench/bench_search.py --passages 200000 --queries 200
 """
@@ -44,9 +44,10 @@ def main() -> None:
             anchor, reference = timed(lambda: [searcher.pyserini.search(q, k) for q in queries])
             ours, hits = timed(lambda: [searcher.search(q, k) for q in queries])
             same = all([h.docid for h in a] == [h.docid for h in b] for a, b in zip(reference, hits))
+            gap = max((abs(a.score - b.score) for r, h in zip(reference, hits) for a, b in zip(r, h)), default=0.0)
             report[f"k={k}"] = {"lucene_searcher_q_per_s": round(len(queries) / anchor, 1),
                                 "ikatkit_q_per_s": round(len(queries) / ours, 1),
-                                "ratio_vs_lucene_searcher": round(anchor / ours, 2), "same_ids": same}
+                                "ratio_vs_lucene_searcher": round(anchor / ours, 2), "same_ids": same, "max_score_difference": gap}
         print(json.dumps(report, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 Pyserini's ``LuceneSearcher.search`` loads every hit's stored document, which dominates at k=1000. Our
 path runs the same Anserini query (bag of words, Anserini's English analyzer) on a Lucene
-``IndexSearcher`` with the same sort (score, then id), applies Anserini's score post-processing (scores
+``IndexSearcher`` (score-only top k, which Lucene prunes, then ties ordered by id as Anserini's sort does), applies Anserini's score post-processing (scores
 rounded to 1e-4, ties lowered by 1e-6 per tied rank, in float32, see :func:`adjust_ties`) and maps Lucene
 doc numbers to passage ids through a table kept beside the index (``docids.npy``, memory-mapped, built on
 first use). Text is fetched only for the passages a later stage asks for (:meth:`Bm25Searcher.texts`).
@@ -22,6 +22,7 @@ import numpy as np
 from ikatkit.index.lookup import check_index
 
 ID_TABLE = "docids.npy"
+SPARE = 16  # extra hits fetched so that score ties at rank k are seen whole
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,18 @@ class Bm25Searcher:
         lucene_query = self.generator.buildQuery("contents", self.analyzer, query)
         if lucene_query is None:
             return []
-        docs = self.searcher.search(lucene_query, k, self.sort, True).scoreDocs
-        scores = adjust_ties([hit.score for hit in docs])
-        return [Hit(str(self.ids[hit.doc]), score) for hit, score in zip(docs, scores)]
+        ranked = self._top(lucene_query, k)
+        scores = adjust_ties([score for score, _ in ranked])
+        return [Hit(pid, score) for (_, pid), score in zip(ranked, scores)]
+
+    def _top(self, lucene_query: Any, k: int) -> list[tuple[float, str]]:
+        """Top ``k`` as ``(score, id)`` by score, ties by id: Lucene's fast score-only top ``k + SPARE``, re-sorted
+        here; only when the last of those still ties the ``k``-th score is the slower sorted search needed."""
+        hits = [(hit.score, hit.doc) for hit in self.searcher.search(lucene_query, k + SPARE).scoreDocs]
+        if len(hits) == k + SPARE and hits[-1][0] == hits[k - 1][0]:
+            hits = [(hit.score, hit.doc) for hit in self.searcher.search(lucene_query, k, self.sort, True).scoreDocs]
+        ranked = sorted(((score, str(self.ids[doc])) for score, doc in hits), key=lambda h: (-h[0], h[1]))
+        return ranked[:k]
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
         """``{qid: [Hit, ...]}`` for ``{qid: query}``."""
