@@ -158,9 +158,9 @@ class Rerank:
         for record in records:
             ids = sorted({pid for hits in record.candidates.values() for pid, _ in hits})
             texts = self.texts(ids)
-            record.reranked = {q: [(pid, float(s)) for pid, s in
-                                   self.ranker.rank(q, {pid: texts.get(pid, "") for pid, _ in hits}, self.k)]
-                               for q, hits in record.candidates.items()}
+            lists = {q: {pid: texts.get(pid, "") for pid, _ in hits} for q, hits in record.candidates.items()}
+            record.reranked = {q: [(pid, float(s)) for pid, s in ranked]
+                               for q, ranked in self.ranker.rank_many(lists, self.k).items()}
             if len(record.reranked) == 1:
                 record.ranking = next(iter(record.reranked.values()))
         return records
