@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -19,7 +14,7 @@ from ikatkit.llm import make_llm
 from ikatkit.llm.cache import DiskCache, cache_key
 from ikatkit.llm.parse import parse_ptkb_classification, parse_queries, parse_rewrite
 from ikatkit.llm.prompts import TASKS, render
-from ikatkit.models import resolve_model
+from ikatkit.llm.server import llama_cpp_server
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
@@ -52,16 +47,19 @@ def test_transformers_backend_is_deterministic_and_cached(smollm2):
 
 
 def test_lora_adapter_changes_outputs(smollm2, tmp_path):
+    import torch
     from peft import LoraConfig, get_peft_model
 
-    adapted = get_peft_model(smollm2.network, LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+    torch.manual_seed(0)  # random (not zero) LoRA weights, scaled up so that the adapter surely changes outputs
+    adapted = get_peft_model(smollm2.network, LoraConfig(r=4, lora_alpha=256, target_modules=["q_proj", "v_proj"],
                                                          init_lora_weights=False))
     adapted.save_pretrained(tmp_path / "adapter")
     smollm2.network = adapted.unload()
     llm = make_llm({"backend": "transformers", "model": "bundled:smollm2", "max_new_tokens": 8,
                     "adapter": str(tmp_path / "adapter")})
     base = smollm2.chat([QUESTION], max_new_tokens=8)
-    assert llm.chat([QUESTION]) != base and llm.chat([QUESTION]) == llm.chat([QUESTION])
+    adapted_output = llm.chat([QUESTION])
+    assert adapted_output != base and llm.chat([QUESTION]) == adapted_output and "Paris" in base[0]
     assert llm._key(QUESTION, llm.params) != smollm2._key(QUESTION, llm.params)
     with pytest.raises(IkatError, match="adapter_config.json missing"):
         make_llm({"backend": "transformers", "model": "bundled:smollm2", "adapter": str(tmp_path)})
@@ -128,36 +126,12 @@ def test_parsers():
     assert parse_ptkb_classification("none", ["1", "2"]) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def llama_server():
     """A real llama.cpp server (llama-cpp-python) serving the bundled SmolLM2 GGUF on loopback."""
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed by `make setup-test`")
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", resolve_model("bundled:smollm2"),
-                                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=1)
-                break
-            except OSError:
-                if process.poll() is not None:
-                    pytest.fail("llama.cpp server exited")
-                time.sleep(0.5)
-        else:
-            pytest.fail("llama.cpp server did not answer within 60 s")
+    with llama_cpp_server("bundled:smollm2", ready_timeout=90) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def test_openai_backend_against_llama_cpp_server(llama_server, tmp_path, monkeypatch):
