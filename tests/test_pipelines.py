@@ -146,8 +146,9 @@ def test_manual_run_is_valid_and_scored(manual_run, ikat2023):
     result = evaluate(manual_run.trec_file, load_qrels(ikat2023 / "qrels.txt"))
     manifest = json.loads(manual_run.manifest_file.read_text())
     assert manifest["turns"] == 332 and manifest["valid"] is True
-    # Every judged turn cites its provenance passages, and the index holds them: retrieval finds some.
-    assert 0.0 < result.mean["nDCG@5"] <= 1.0
+    # Measured with `ikatkit run` on this config: resolved utterances beat raw ones (0.0554) on this index.
+    assert len(result.evaluated) == 176
+    assert result.mean["nDCG@5"] == pytest.approx(0.1035, abs=1e-4)
 
 
 def test_kill_and_resume_is_byte_identical(ikat2023, passages_index, tmp_path):
