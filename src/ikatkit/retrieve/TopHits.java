@@ -1,0 +1,106 @@
+package ikatkit;
+
+import java.io.IOException;
+import java.util.Arrays;
+import java.util.List;
+import org.apache.lucene.index.BinaryDocValues;
+import org.apache.lucene.index.DocValues;
+import org.apache.lucene.index.IndexReader;
+import org.apache.lucene.index.LeafReaderContext;
+import org.apache.lucene.index.ReaderUtil;
+import org.apache.lucene.search.IndexSearcher;
+import org.apache.lucene.search.Query;
+import org.apache.lucene.search.ScoreDoc;
+import org.apache.lucene.search.Sort;
+import org.apache.lucene.util.BytesRef;
+
+/**
+ * A top k in bulk for ikatkit's BM25 searcher: passage ids (from the id field's binary doc values, no stored
+ * document loaded) and scores as two arrays, so Python reads a whole ranking in two calls instead of
+ * several per hit. Order: score descending, ties by id ascending, as Anserini's sort; scores adjusted as
+ * Anserini reports them ({@link #anseriniScores}).
+ */
+public final class TopHits {
+  public final String[] ids;
+  public final float[] scores;
+
+  private TopHits(String[] ids, float[] scores) {
+    this.ids = ids;
+    this.scores = scores;
+  }
+
+  /**
+   * Lucene's fast score-only top {@code k + spare}, re-sorted by (score, id); only when the last of those
+   * still ties the k-th score is the slower search sorted by {@code sort} (score, then id) needed.
+   */
+  public static TopHits search(IndexSearcher searcher, Query query, int k, int spare, Sort sort, String idField)
+      throws IOException {
+    ScoreDoc[] hits = searcher.search(query, k + spare).scoreDocs;
+    if (hits.length == k + spare && hits[hits.length - 1].score == hits[k - 1].score) {
+      hits = searcher.search(query, k, sort, true).scoreDocs;
+    }
+    BytesRef[] keys = readIds(searcher.getIndexReader(), hits, idField);
+    Integer[] order = new Integer[hits.length];
+    for (int i = 0; i < order.length; i++) {
+      order[i] = i;
+    }
+    final ScoreDoc[] ranked = hits;
+    Arrays.sort(order, (a, b) -> {
+      int byScore = Float.compare(ranked[b].score, ranked[a].score);
+      return byScore != 0 ? byScore : keys[a].compareTo(keys[b]);
+    });
+    int n = Math.min(k, hits.length);
+    String[] ids = new String[n];
+    float[] scores = new float[n];
+    for (int i = 0; i < n; i++) {
+      ids[i] = keys[order[i]].utf8ToString();
+      scores[i] = hits[order[i]].score;
+    }
+    return new TopHits(ids, anseriniScores(scores));
+  }
+
+  /**
+   * Anserini's score post-processing (its ScoreTiesAdjusterReranker), in place: each score rounded to 4
+   * decimals; a score within 1e-4 of the (already adjusted) one above it is a tie and is lowered by 1e-6
+   * times its position in the tie run.
+   */
+  public static float[] anseriniScores(float[] scores) {
+    int dup = 0;
+    for (int i = 0; i < scores.length; i++) {
+      scores[i] = (float) (Math.round(scores[i] * 10000.0) / 10000.0);
+      if (i == 0 || scores[i - 1] - scores[i] > 1e-4f) {
+        dup = 0;
+      } else {
+        dup++;
+        scores[i] -= 1e-6f * dup;
+      }
+    }
+    return scores;
+  }
+
+  /** The id of each hit from the field's binary doc values (as Anserini writes them), visiting each segment's documents in increasing order. */
+  static BytesRef[] readIds(IndexReader reader, ScoreDoc[] hits, String field) throws IOException {
+    Integer[] byDoc = new Integer[hits.length];
+    for (int i = 0; i < byDoc.length; i++) {
+      byDoc[i] = i;
+    }
+    Arrays.sort(byDoc, (a, b) -> Integer.compare(hits[a].doc, hits[b].doc));
+    List<LeafReaderContext> leaves = reader.leaves();
+    BytesRef[] keys = new BytesRef[hits.length];
+    BinaryDocValues values = null;
+    int leaf = -1;
+    for (int i : byDoc) {
+      int doc = hits[i].doc;
+      int sub = ReaderUtil.subIndex(doc, leaves);
+      if (sub != leaf) {
+        leaf = sub;
+        values = DocValues.getBinary(leaves.get(sub).reader(), field);
+      }
+      if (!values.advanceExact(doc - leaves.get(sub).docBase)) {
+        throw new IllegalStateException("document " + doc + " has no " + field + " doc value");
+      }
+      keys[i] = BytesRef.deepCopyOf(values.binaryValue());
+    }
+    return keys;
+  }
+}
