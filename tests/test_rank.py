@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from ikatkit.evaluate.ptkb import evaluate_ptkb
@@ -50,6 +52,25 @@ def test_ptkb_ranking_on_nist_qrels(minilm, ikat2023):
     context = ptkb_figures(minilm, topics, "manual", qrels, history_weight=0.3)
     assert context["nDCG@5"] == pytest.approx(0.8082, abs=1e-4)
     assert context["P@5"] == pytest.approx(0.3694, abs=1e-4)
+    raw_context = ptkb_figures(minilm, topics, "raw", qrels, history_weight=0.3)  # the rank_ptkb stage's option
+    assert raw_context["nDCG@5"] == pytest.approx(0.7225, abs=1e-4)
+
+
+def test_rank_ptkb_stage_with_history(minilm, ikat2023):
+    """The stage's history option: the previous raw utterances (at most ``history_turns``) as rank_ptkb's history."""
+    from ikatkit.pipelines.record import records_for
+    from ikatkit.pipelines.stages import RankPtkb
+
+    topics = load_topics(ikat2023 / "test_topics.json")
+    records = [r for r in records_for(topics) if r.qid.startswith("9-1_")][:5]
+    plain = RankPtkb(minilm, k=3).transform([copy.deepcopy(r) for r in records])
+    context = RankPtkb(minilm, k=3, history_turns=3, history_weight=0.3).transform([copy.deepcopy(r) for r in records])
+    conversation = topics.conversation("9-1")
+    for before, after, turn in zip(plain, context, conversation.turns):
+        history = [t.utterance for t in conversation.history(turn.turn_id)][-3:]
+        assert after.ptkb == rank_ptkb(minilm, turn.utterance, dict(conversation.ptkb), 3, history, 0.3)
+        assert before.ptkb == minilm.rank(turn.utterance, dict(conversation.ptkb), 3)
+    assert plain[0].ptkb == context[0].ptkb and plain[4].ptkb != context[4].ptkb  # the first turn has no history
 
 
 def test_cross_encoder_plumbing(tmp_path):
