@@ -27,7 +27,7 @@ def test_bi_encoder_ranks_and_caches(minilm):
     assert minilm.stats["cache_hits"] == before["cache_hits"] + 2
 
 
-def ptkb_figures(ranker, topics, kind, qrels, history_weight=0.0, turns=3):
+def ptkb_figures(ranker, topics, kind, qrels, history_weight=0.0, turns=3, judged=98):
     queries = topics.queries(kind)
     rankings = {}
     for qid, text in queries.items():
@@ -36,7 +36,7 @@ def ptkb_figures(ranker, topics, kind, qrels, history_weight=0.0, turns=3):
         rankings[qid] = dict(rank_ptkb(ranker, text, dict(conversation.ptkb), history=history,
                                        history_weight=history_weight))
     result = evaluate_ptkb(rankings, qrels)
-    assert len(result.evaluated) == 98
+    assert len(result.evaluated) == judged
     return result.mean
 
 
@@ -54,6 +54,15 @@ def test_ptkb_ranking_on_nist_qrels(minilm, ikat2023):
     assert context["P@5"] == pytest.approx(0.3694, abs=1e-4)
     raw_context = ptkb_figures(minilm, topics, "raw", qrels, history_weight=0.3)  # the rank_ptkb stage's option
     assert raw_context["nDCG@5"] == pytest.approx(0.7225, abs=1e-4)
+
+
+def test_ptkb_ranking_on_organizers_labels(minilm, ikat2023):
+    """The same ranker against the organizers' labels (the topics' ptkb_provenance, 112 turns)."""
+    topics, qrels = load_topics(ikat2023 / "test_topics.json"), ikat2023 / "ptkb_qrels.organizers.txt"
+    manual = ptkb_figures(minilm, topics, "manual", qrels, judged=112)
+    assert [round(manual[m], 4) for m in ("nDCG@5", "P@5", "R@5", "AP")] == [0.7071, 0.2732, 0.8588, 0.6652]
+    raw = ptkb_figures(minilm, topics, "raw", qrels, judged=112)
+    assert [round(raw[m], 4) for m in ("nDCG@5", "P@5", "R@5", "AP")] == [0.6412, 0.2446, 0.7539, 0.6275]
 
 
 def test_rank_ptkb_stage_with_history(minilm, ikat2023):
