@@ -167,7 +167,7 @@ class _Double(BaseHTTPRequestHandler):
         pass
 
 
-def test_retries_and_clear_errors(monkeypatch):
+def test_retries_and_clear_errors(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     server = HTTPServer(("127.0.0.1", 0), _Double)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -190,6 +190,10 @@ def test_retries_and_clear_errors(monkeypatch):
         with pytest.raises(IkatError, match="rejected the request .HTTP 400"):
             stubborn.chat([[{"role": "user", "content": "fifth"}]])
         assert llm.stats["prompt_tokens"] == 3 and llm.stats["misses"] == 3
+        cached = {"backend": "openai", "model": "m", "cache_dir": str(tmp_path)}
+        assert make_llm({**cached, "base_url": base}).chat([QUESTION]) == ["ok"]
+        other_server = make_llm({**cached, "base_url": base.replace("127.0.0.1", "localhost")})
+        assert other_server.chat([QUESTION]) == ["ok"] and other_server.stats["misses"] == 1  # not the first's entry
     finally:
         server.shutdown()
     monkeypatch.delenv("OPENAI_API_KEY")

@@ -44,6 +44,10 @@ class OpenAILLM(LLM):
         self.max_concurrency, self.max_retries, self.backoff = max(1, int(max_concurrency)), max_retries, backoff
         self.where = base_url or "api.openai.com"
 
+    def identity(self) -> dict[str, Any]:
+        """The server is part of the cache key: one model name can mean different models on different servers."""
+        return {"base_url": self.where}
+
     def _one(self, messages: Messages, params: dict[str, Any]) -> tuple[str, int, int]:
         errors = self.errors
         for attempt in range(self.max_retries + 1):
