@@ -22,7 +22,7 @@ def test_reference_run_reproduces_published_scores(ikat2023):
         assert result.mean[name] == pytest.approx(value, abs=1e-6), (name, TREC_EVAL_NAMES[name])
 
 
-def test_qrels_counts_and_errors(ikat2023, tmp_path):
+def test_qrels_counts_and_errors(ikat2023, tmp_path, caplog):
     qrels = load_qrels(ikat2023 / "qrels.txt")
     assert sum(len(d) for d in qrels.values()) == 34183
     assert len(qrels) == 176
@@ -31,6 +31,15 @@ def test_qrels_counts_and_errors(ikat2023, tmp_path):
     bad.write_text("9-1_3 0 clueweb22-en0000-00-00251:12 0\n9-1_3 0 clueweb22-en0000-06-17856:4\n")
     with pytest.raises(IkatError, match=r"bad.txt \(line 2\): expected 'qid 0 docid grade'"):
         load_qrels(bad)
+    line = "9-1_3 0 clueweb22-en0000-00-00251:12 2\n"
+    repeated = tmp_path / "repeated.txt"
+    repeated.write_text(line + "9-1_3 0 clueweb22-en0000-00-00251:13 0\n" + line)
+    with caplog.at_level("WARNING"):
+        assert load_qrels(repeated) == {"9-1_3": {"clueweb22-en0000-00-00251:12": 2, "clueweb22-en0000-00-00251:13": 0}}
+    assert "1 repeated qrels lines" in caplog.text
+    repeated.write_text(line + line.replace(" 2\n", " 1\n"))
+    with pytest.raises(IkatError, match=r"repeated.txt \(line 2\): .* judged 2 on line 1 and 1 here"):
+        load_qrels(repeated)
 
 
 def test_missing_turns_count_zero_only_when_asked(ikat2023):

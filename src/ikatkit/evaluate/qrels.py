@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ikatkit.errors import IkatError
+
+log = logging.getLogger(__name__)
 
 Qrels = dict[str, dict[str, int]]
 
 
 def load_qrels(path: str | Path) -> Qrels:
-    """``{qid: {docid: grade}}``; passage qrels and PTKB qrels (docid = PTKB key) alike."""
+    """``{qid: {docid: grade}}``; passage qrels and PTKB qrels (docid = PTKB key) alike.
+
+    A repeated (qid, docid) with the same grade is counted and logged; with another grade it is an error
+    naming both lines."""
     path = Path(path)
     if not path.is_file():
         raise IkatError("qrels file not found", path=path, fix="pass the year's qrels (e.g. 2023 qrels.txt)")
     qrels: Qrels = {}
+    lines: dict[tuple[str, str], int] = {}
+    repeated = 0
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -23,7 +31,16 @@ def load_qrels(path: str | Path) -> Qrels:
             if len(parts) != 4 or not parts[3].lstrip("-").isdigit():
                 raise IkatError(f"expected 'qid 0 docid grade', got {line.strip()!r}", path=path,
                                 where=f"line {number}", fix="qrels lines have 4 columns, the last an integer")
-            qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+            qid, docid, grade = parts[0], parts[2], int(parts[3])
+            first = lines.setdefault((qid, docid), number)
+            if first != number:
+                if qrels[qid][docid] != grade:
+                    raise IkatError(f"{qid} {docid} is judged {qrels[qid][docid]} on line {first} and {grade} here",
+                                    path=path, where=f"line {number}", fix="keep one judgement per (turn, passage)")
+                repeated += 1
+            qrels.setdefault(qid, {})[docid] = grade
     if not qrels:
         raise IkatError("qrels file is empty", path=path, fix="pass the right file")
+    if repeated:
+        log.warning("%s: %d repeated qrels lines (same turn, passage and grade) ignored", path, repeated)
     return qrels
