@@ -49,6 +49,17 @@ def test_significance_and_numbers(runs, ikat2023):
     assert "| reversed |" in comparison.to_markdown() and r"\begin{tabular}" in comparison.to_latex()
 
 
+def test_missing_turns_scored_zero(runs, ikat2023):
+    """A run answering half the turns: compared on the common turns by default, on all judged turns with zero."""
+    half = dict(list(runs["reference"].items())[:100])
+    pair = {"reference": runs["reference"], "half": half}
+    common = {(r["run"], r["measure"]): r for r in compare_runs(pair, ikat2023 / "qrels.txt").rows}
+    zero = {(r["run"], r["measure"]): r for r in compare_runs(pair, ikat2023 / "qrels.txt", missing="zero").rows}
+    assert common[("half", "nDCG@5")]["turns"] < 176 and common[("half", "nDCG@5")]["losses"] == 0
+    assert zero[("half", "nDCG@5")]["turns"] == 176 and zero[("half", "nDCG@5")]["losses"] > 0
+    assert zero[("half", "nDCG@5")]["delta"] < 0 and zero[("half", "nDCG@5")]["p"] < 0.05
+
+
 def test_tests_and_corrections():
     a, b = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.3, 0.5, 0.4, 0.6, 0.9, 0.8]
     for test in ("ttest", "wilcoxon", "randomization"):

@@ -246,6 +246,8 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures)")
         p.add_argument("--test", choices=["ttest", "wilcoxon", "randomization"], default="ttest")
         p.add_argument("--correction", choices=["holm", "bonferroni", "none"], default="holm")
+        p.add_argument("--missing", choices=["skip", "zero"], default="skip",
+                       help="judged turns a run lacks: skip them (trec_eval) or score them 0")
         p.add_argument("--out", required=name == "report", help="folder for tables, plots (and the report)")
         p.set_defaults(func=_run_compare, report=name == "report")
 
@@ -260,7 +262,8 @@ def _run_compare(args: argparse.Namespace) -> int:
     runs = dict(r.split("=", 1) if "=" in r else (Path(r).stem, r) for r in args.runs)
     baseline = args.baseline if args.baseline in runs or args.baseline is None else Path(args.baseline).stem
     topics = load_topics(args.topics) if args.topics else None
-    options = {"baseline": baseline, "measures": args.measures, "test": args.test, "correction": args.correction}
+    options = {"baseline": baseline, "measures": args.measures, "test": args.test, "correction": args.correction,
+               "missing": args.missing}
     if args.report:
         path = write_report(runs, args.qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, topics=topics,
                             **options)

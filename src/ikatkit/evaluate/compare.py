@@ -82,12 +82,14 @@ class Comparison:
 
 
 def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str | None = None,
-                 measures: list[str] | None = None, test: str = "ttest", correction: str = "holm") -> Comparison:
-    """Evaluate every run and test each against ``baseline`` (default: the first) on their common judged turns."""
+                 measures: list[str] | None = None, test: str = "ttest", correction: str = "holm",
+                 missing: str = "skip") -> Comparison:
+    """Evaluate every run and test each against ``baseline`` (default: the first) on their common judged turns;
+    ``missing="zero"`` scores the judged turns a run lacks as 0, so every run is tested on all judged turns."""
     qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
     measures = list(measures or TRACK_MEASURES)
     rankings = {name: rankings_of(run) for name, run in runs.items()}
-    results = {name: evaluate(r, qrels, measures) for name, r in rankings.items()}
+    results = {name: evaluate(r, qrels, measures, missing=missing) for name, r in rankings.items()}
     baseline = baseline or next(iter(runs))
     if baseline not in runs:
         raise IkatError(f"baseline {baseline!r} is not among the runs {list(runs)}", where="--baseline",

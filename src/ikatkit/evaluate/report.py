@@ -44,7 +44,7 @@ def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = 
     ptkb = None
     if ptkb_qrels is not None:
         ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
-                            correction=comparison.correction)
+                            correction=comparison.correction, missing=options.get("missing", "skip"))
     plots = write_comparison(comparison, out)["plots"]
     sections = [_table_html("Passage ranking", comparison)]
     if ptkb is not None:
