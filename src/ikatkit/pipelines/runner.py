@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -137,18 +138,23 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
     pending = [i for i in range(len(batches)) if not checkpoints.done(i)]
     stages = build_stages(config, resources) if pending else []
     done_turns = len(records) - sum(len(batches[i]) for i in pending)
-    bars = [tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")
-            for p, s in enumerate(stages)]
+    per_stage = sys.stderr.isatty()  # a bar per stage on a terminal; one bar, printed every 30 s, in logs
+    bars = ([tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")
+             for p, s in enumerate(stages)] if per_stage else
+            [tqdm(total=len(records), initial=done_turns, desc="turns", unit="turn", mininterval=30)])
     done_now = 0
     for i in pending:
         if max_batches is not None and done_now >= max_batches:
             break
         batch, seconds = batches[i], {}
-        for stage, bar in zip(stages, bars):
+        for p, stage in enumerate(stages):
             start = time.perf_counter()
             batch = stage.transform(batch)
             seconds[stage.name] = seconds.get(stage.name, 0.0) + time.perf_counter() - start
-            bar.update(len(batch))
+            if per_stage:
+                bars[p].update(len(batch))
+        if not per_stage:
+            bars[0].update(len(batch))
         checkpoints.save(i, batch, seconds)
         done_now += 1
     for bar in bars:
