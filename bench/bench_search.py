@@ -1,5 +1,6 @@
 """Top-k BM25 throughput of our searcher against Pyserini's LuceneSearcher.search on the same index and
-queries, in the same run, checking that both return the same ids in the same order with the same scores.
+queries, in the same run, checking that both return the same ids in the same order with the same scores;
+then batch search on the searcher's threads against LuceneSearcher.batch_search with as many.
 
     python bench/bench_search.py --passages 200000 --queries 200
 """
@@ -51,6 +52,14 @@ def main() -> None:
             report[f"k={k}"] = {"lucene_searcher_q_per_s": round(len(queries) / anchor, 1),
                                 "ikatkit_q_per_s": round(len(queries) / ours, 1),
                                 "ratio_vs_lucene_searcher": round(anchor / ours, 2), "same_ids": same, "max_score_difference": gap}
+        batch = dict(enumerate(queries))
+        anchor, reference = timed(lambda: searcher.pyserini.batch_search(queries, [str(i) for i in batch], 1000,
+                                                                         searcher.threads))
+        ours, hits = timed(lambda: searcher.batch_search(batch, 1000))
+        same = all([h.docid for h in reference[str(i)]] == [h.docid for h in hits[i]] for i in batch)
+        report[f"batch k=1000, {searcher.threads} threads"] = {
+            "lucene_searcher_q_per_s": round(len(queries) / anchor, 1), "ikatkit_q_per_s": round(len(queries) / ours, 1),
+            "ratio_vs_lucene_searcher": round(anchor / ours, 2), "same_ids": same}
         print(json.dumps(report, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)

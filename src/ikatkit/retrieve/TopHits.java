@@ -3,6 +3,10 @@ package ikatkit;
 import java.io.IOException;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import org.apache.lucene.index.BinaryDocValues;
 import org.apache.lucene.index.DocValues;
 import org.apache.lucene.index.IndexReader;
@@ -57,6 +61,25 @@ public final class TopHits {
       scores[i] = hits[order[i]].score;
     }
     return new TopHits(ids, anseriniScores(scores));
+  }
+
+  /** {@link #search} for many queries on {@code threads} threads; results in the queries' order. */
+  public static TopHits[] searchMany(IndexSearcher searcher, Query[] queries, int k, int spare, Sort sort,
+      String idField, int threads) throws IOException, InterruptedException, ExecutionException {
+    ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, threads));
+    try {
+      List<Future<TopHits>> futures = new java.util.ArrayList<>();
+      for (Query query : queries) {
+        futures.add(pool.submit(() -> search(searcher, query, k, spare, sort, idField)));
+      }
+      TopHits[] results = new TopHits[queries.length];
+      for (int i = 0; i < results.length; i++) {
+        results[i] = futures.get(i).get();
+      }
+      return results;
+    } finally {
+      pool.shutdown();
+    }
   }
 
   /**

@@ -74,12 +74,18 @@ class Bm25Searcher:
         return list(map(Hit, top.ids, top.scores))
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
-        """``{qid: [Hit, ...]}`` for ``{qid: query}``."""
+        """``{qid: [Hit, ...]}`` for ``{qid: query}``, searched on ``threads`` threads."""
         if not self.bulk:
             live = {qid: q for qid, q in queries.items() if q.strip()}
             found = self.pyserini.batch_search(list(live.values()), list(live), k, self.threads) if live else {}
             return {qid: [Hit(h.docid, float(h.score)) for h in found.get(qid, [])] for qid in queries}
-        return {qid: self.search(query, k) for qid, query in queries.items()}
+        built = {qid: self.generator.buildQuery("contents", self.analyzer, q) if q.strip() else None
+                 for qid, q in queries.items()}
+        live = [qid for qid, query in built.items() if query is not None]
+        tops = self.top_hits.searchMany(self.searcher, [built[qid] for qid in live], k, SPARE, self.sort, "id",
+                                        self.threads) if live else []
+        found = {qid: list(map(Hit, top.ids, top.scores)) for qid, top in zip(live, tops)}
+        return {qid: found.get(qid, []) for qid in queries}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Stored passage texts (``contents``) by id; ids the index lacks are left out."""
