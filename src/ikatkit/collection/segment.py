@@ -19,12 +19,21 @@ STRIDE = 5
 
 Splitter = Callable[[str], list[str]]
 
-_BOUNDARY = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]*[A-Z0-9])")
+# A boundary is the white space after ., ! or ? (and at most one closing quote or bracket) when an upper-case
+# letter or digit follows (after any opening quotes or brackets). The pattern starts with the punctuation, so
+# the engine skips quickly to candidates; the captured punctuation is glued back onto its sentence.
+_BOUNDARY = re.compile(r"([.!?][\"')\]]?)\s+(?=[\"'(\[]*[A-Z0-9])")
 
 
 def rule_splitter(text: str) -> list[str]:
     """Split after ., ! or ? followed by white space and an upper-case letter or digit."""
-    return [s.strip() for s in _BOUNDARY.split(text) if s.strip()]
+    text = text.strip()
+    if not text:
+        return []
+    parts = _BOUNDARY.split(text)  # [sentence, punctuation, sentence, punctuation, ..., sentence]
+    sentences = [body + end for body, end in zip(parts[0:-1:2], parts[1::2])]
+    sentences.append(parts[-1])
+    return sentences
 
 
 @lru_cache(maxsize=1)
