@@ -13,20 +13,24 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from ikatkit.collection.segment import Splitter, rule_splitter, segment
 from ikatkit.errors import IkatError
 
 FORMATS = ("clueweb22", "jsonl", "trecweb", "car", "msmarco")
 MAX_KEPT_PROBLEMS = 20
+# Anserini drops a passage whose text Java's trim() empties (characters <= U+0020); Unicode white space too.
+_BLANK = "".join(chr(c) for c in range(0x3001) if c <= 0x20 or chr(c).isspace())
 
 
-@dataclass(frozen=True)
-class Passage:
+class Passage(NamedTuple):
+    """A passage and the line (record number for CAR) of its record in the input file."""
+
     id: str
     contents: str
     url: str = ""
+    line: int = 0
 
 
 @dataclass
@@ -77,9 +81,9 @@ def read_clueweb22(path: Path, stats: ReadStats, split: Splitter = rule_splitter
             stats.skip(path, number, "missing ClueWeb22-ID or Clean-Text")
             continue
         stats.documents += 1
+        url = record.get("URL", "")
         for pid, contents in segment(doc_id, text, split):
-            stats.passages += 1
-            yield Passage(pid, contents, record.get("URL", ""))
+            yield Passage(pid, contents, url, number)
 
 
 def read_jsonl(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
@@ -89,8 +93,7 @@ def read_jsonl(path: Path, stats: ReadStats, split: Splitter = rule_splitter) ->
             stats.skip(path, number, "a passage needs string fields 'id' and 'contents'")
             continue
         stats.documents += 1
-        stats.passages += 1
-        yield Passage(pid, contents, record.get("url", "") or "")
+        yield Passage(pid, contents, record.get("url", "") or "", number)
 
 
 _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S)
@@ -115,8 +118,8 @@ def read_trecweb(path: Path, stats: ReadStats, split: Splitter = rule_splitter) 
                     continue
                 stats.documents += 1
                 for number_, text in passages:
-                    stats.passages += 1
-                    yield Passage(f"{docno.group(1)}:{number_}", " ".join(text.split()), url.group(1) if url else "")
+                    yield Passage(f"{docno.group(1)}:{number_}", " ".join(text.split()), url.group(1) if url else "",
+                                  start)
 
 
 def read_car(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
@@ -129,8 +132,7 @@ def read_car(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> I
                 stats.skip(path, number, "empty paragraph")
                 continue
             stats.documents += 1
-            stats.passages += 1
-            yield Passage(paragraph.para_id, text)
+            yield Passage(paragraph.para_id, text, "", number)
 
 
 def read_msmarco(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
@@ -141,8 +143,7 @@ def read_msmarco(path: Path, stats: ReadStats, split: Splitter = rule_splitter) 
                 stats.skip(path, number, "expected 'id<TAB>text'")
                 continue
             stats.documents += 1
-            stats.passages += 1
-            yield Passage(parts[0], parts[1])
+            yield Passage(parts[0], parts[1], "", number)
 
 
 READERS: dict[str, Callable[[Path, ReadStats, Splitter], Iterator[Passage]]] = {
@@ -192,8 +193,17 @@ def input_files(inputs: Iterable[str | Path]) -> list[Path]:
 
 
 def read_passages(path: Path, fmt: str, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
-    """Passages of one file in ``fmt`` (``auto`` detects it)."""
+    """Passages of one file in ``fmt`` (``auto`` detects it); passages with blank text are skipped."""
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt not in READERS:
         raise IkatError(f"unknown format {fmt!r}", fix=f"use one of {FORMATS}")
-    return READERS[fmt](path, stats, split)
+    return _counted(path, READERS[fmt](path, stats, split), stats)
+
+
+def _counted(path: Path, passages: Iterator[Passage], stats: ReadStats) -> Iterator[Passage]:
+    for passage in passages:
+        if passage.contents.strip(_BLANK):
+            stats.passages += 1
+            yield passage
+        else:
+            stats.skip(path, passage.line, "blank passage text")
