@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import random
+import re
+import time
 
 import pytest
 
 from ikatkit.collection.readers import ReadStats, read_passages
 from ikatkit.collection.segment import rule_splitter, segment
 from ikatkit.errors import IkatError
+from ikatkit.index import build, dupes
 from ikatkit.index.build import build_index
+from ikatkit.index.dupes import IdHashes, check_unique
 from ikatkit.index.lookup import doc, stats
+from ikatkit.index.segmenters import passage_line
+from ikatkit.pipelines.demo import demo_data
+
+# The splitter as it was first written (two lookbehinds tried at every position): the reference.
+_OLD_BOUNDARY = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]*[A-Z0-9])")
+
+
+def old_rule_splitter(text: str) -> list[str]:
+    return [s.strip() for s in _OLD_BOUNDARY.split(text) if s.strip()]
 
 
 def numbered(n: int) -> str:
@@ -35,6 +49,33 @@ def test_segmentation_windows_of_ten_with_stride_five():
         'He said "Stop."', "Then he left.", "It was 3.5 km away."]
 
 
+def test_rule_splitter_matches_the_reference(ikat2023):
+    texts = [json.loads(line)["Clean-Text"] for line in
+             (demo_data() / "clueweb22" / "en0000-00.json").read_text(encoding="utf-8").splitlines()]
+    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
+        texts += [json.loads(line)["passage_text"] for line in (ikat2023 / name).read_text(encoding="utf-8").splitlines()]
+    rng = random.Random(7)
+    pieces = ["A", "b", "Z", "0", "9", "x", ".", "!", "?", '"', "'", ")", "]", "(", "[", " ", "  ", "\t", "\n", "\r",
+              "\xa0", "\u2003", "\u3000", "\x1c", "\x85", "\x0b", "\x00", "é", "Ä", "\u0661", ",", ";", "\\", "...",
+              "Mr. ", "3.5 ", ". The", '." He', "?) (", "! [", "\ud800"]
+    texts += ["".join(rng.choices(pieces, k=rng.randint(0, 40))) for _ in range(20000)]
+    for text in texts:
+        assert rule_splitter(text) == old_rule_splitter(text), repr(text)
+        cleaned = text.replace("\n", " ").strip()[:10000]
+        assert rule_splitter(cleaned) == old_rule_splitter(cleaned), repr(cleaned)
+
+
+def test_passage_lines_are_json_dumps(tmp_path):
+    rng = random.Random(3)
+    alphabet = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\x00', '\x1f', '\x7f', 'é', '\u2028', '\U0001f600', '{']
+    for _ in range(5000):
+        pid, contents = ("".join(rng.choices(alphabet, k=rng.randint(0, 30))) for _ in range(2))
+        expected = json.dumps({"id": pid, "contents": contents}, ensure_ascii=False) + "\n"
+        assert passage_line(pid, contents) == expected.encode("utf-8")
+    line = passage_line("s:0", "half \ud800 a pair")  # a lone surrogate (json.loads accepts "\ud800") stays valid JSON
+    assert json.loads(line) == {"id": "s:0", "contents": "half \ud800 a pair"}
+
+
 def test_readers_on_every_format(tmp_path):
     import cbor
 
@@ -45,7 +86,8 @@ def test_readers_on_every_format(tmp_path):
         handle.write("{broken\n")
         handle.write(json.dumps({"URL": "https://b.example", "ClueWeb22-ID": "clueweb22-en0000-00-00001"}) + "\n")
     jsonl = tmp_path / "passages.jsonl"
-    jsonl.write_text('{"id": "p1", "contents": "one", "url": "u"}\n{"id": "p2"}\n{"id": "p3", "contents": "three"}\n')
+    jsonl.write_text('{"id": "p1", "contents": "one", "url": "u"}\n{"id": "p2"}\n{"id": "p3", "contents": "three"}\n'
+                     '{"id": "p4", "contents": " \\t "}\n')
     trecweb = tmp_path / "c.trecweb"
     trecweb.write_text("<DOC>\n<DOCNO>clueweb22-en0000-00-00002</DOCNO>\n<DOCHDR>\nhttps://c.example\n</DOCHDR>\n"
                        "<HTML>\n<TITLE>t</TITLE>\n<BODY>\n<PASSAGE id=0>\nFirst  passage.\n</PASSAGE>\n"
@@ -58,7 +100,7 @@ def test_readers_on_every_format(tmp_path):
     tsv.write_text("MARCO_1\tA marco passage.\nbad line without tab\nMARCO_2\tAnother.\n")
     expected = {
         cw: (["clueweb22-en0000-00-00000:0", "clueweb22-en0000-00-00000:1"], 2),
-        jsonl: (["p1", "p3"], 1),
+        jsonl: (["p1", "p3"], 2),
         trecweb: (["clueweb22-en0000-00-00002:0", "clueweb22-en0000-00-00002:1"], 1),
         car: (["a1", "a2"], 0),
         tsv: (["MARCO_1", "MARCO_2"], 1),
@@ -73,6 +115,9 @@ def test_readers_on_every_format(tmp_path):
     assert read.problems[0] == f"{cw}:2: invalid JSON (Expecting property name enclosed in double quotes)"
     assert read.problems[1] == f"{cw}:3: missing ClueWeb22-ID or Clean-Text"
     assert [p.contents for p in read_passages(trecweb, "trecweb", ReadStats())][0] == "First passage."
+    read = ReadStats()
+    assert [p.line for p in read_passages(jsonl, "jsonl", read)] == [1, 3]
+    assert read.problems[1] == f"{jsonl}:4: blank passage text" and read.passages == 2
 
 
 def test_real_passages_index_finds_them(passages_index, passages_jsonl):
@@ -97,11 +142,6 @@ def test_rebuild_is_a_no_op_and_bad_input_is_named(tmp_path, passages_jsonl):
     first = build_index([passages_jsonl], out, threads=1)
     stamp = (out / "manifest.json").stat().st_mtime_ns
     assert build_index([passages_jsonl], out) == first and (out / "manifest.json").stat().st_mtime_ns == stamp
-    dup = tmp_path / "dup.jsonl"
-    dup.write_text('{"id": "x:1", "contents": "a"}\n{"id": "x:1", "contents": "b"}\n')
-    with pytest.raises(IkatError, match=r"duplicate passage id 'x:1'"):
-        build_index([dup], tmp_path / "dup-idx")
-    assert not (tmp_path / "dup-idx").exists() and not list(tmp_path.glob(".dup-idx.building*"))
     half = tmp_path / "half"
     (half / "leftover").mkdir(parents=True)
     with pytest.raises(IkatError, match="not empty and has no manifest"):
@@ -112,3 +152,86 @@ def test_rebuild_is_a_no_op_and_bad_input_is_named(tmp_path, passages_jsonl):
         build_index([odd], tmp_path / "odd-idx")
     with pytest.raises(IkatError, match="input not found"):
         build_index([tmp_path / "missing.jsonl"], tmp_path / "m-idx")
+
+
+def jsonl_file(path, ids):
+    path.write_text("".join(json.dumps({"id": pid, "contents": f"text of {pid}"}) + "\n" for pid in ids))
+    return path
+
+
+def test_duplicates_are_named_with_both_places(tmp_path):
+    dup = jsonl_file(tmp_path / "dup.jsonl", ["x:0", "x:1", "x:2", "x:1"])
+    with pytest.raises(IkatError) as caught:
+        build_index([dup], tmp_path / "dup-idx")
+    assert str(caught.value).startswith(f"{dup} (line 4): duplicate passage id 'x:1', first at {dup}:2 — fix:")
+    assert not (tmp_path / "dup-idx").exists() and not list(tmp_path.glob(".dup-idx.building*"))
+    first = jsonl_file(tmp_path / "a.jsonl", ["a:0", "y:1", "a:2"])
+    second = jsonl_file(tmp_path / "b.jsonl", ["y:1", "b:1"])
+    with pytest.raises(IkatError, match=re.escape(f"{second} (line 1): duplicate passage id 'y:1', first at {first}:2")):
+        build_index([first, second], tmp_path / "ab-idx", threads=2)
+
+
+def test_hash_collisions_are_not_duplicates(tmp_path, monkeypatch):
+    monkeypatch.setattr(dupes, "id_hash", lambda pid: b"\x07" * 8)  # every id collides
+    files = [jsonl_file(tmp_path / "a.jsonl", ["p:0", "p:1", "p:2"]), jsonl_file(tmp_path / "b.jsonl", ["q:0"])]
+    for ids, folder in ((["p:0", "p:1", "p:2", "q:0"], tmp_path / "ok"), (["p:0", "p:1", "p:2", "p:1"], tmp_path / "dup")):
+        jsonl_file(files[1], ids[3:])
+        with IdHashes(folder, 0) as hashes:
+            for number, pid in enumerate(ids[:3], start=1):
+                hashes.add(pid, 0, number)
+        with IdHashes(folder, 1, chunk=1) as hashes:
+            hashes.add(ids[3], 1, 1)
+        if folder.name == "ok":
+            check_unique(folder, files, "jsonl", "rule")
+        else:
+            with pytest.raises(IkatError, match=re.escape(f"{files[1]} (line 1): duplicate passage id 'p:1', "
+                                                          f"first at {files[0]}:2")):
+                check_unique(folder, files, "jsonl", "rule")
+
+
+def test_parallel_build_keeps_counts_problems_and_sources_in_input_order(tmp_path):
+    files = []
+    for number in range(3):
+        path = jsonl_file(tmp_path / f"part{number}.jsonl", [f"d{number}:0", f"d{number}:1"])
+        path.write_text(path.read_text() + "not json\n")
+        files.append(path)
+    manifest = build_index(files, tmp_path / "idx", threads=2)
+    assert manifest["counts"] == {"documents": 6, "passages": 6, "skipped": 3}
+    assert manifest["skipped_examples"] == [f"{path}:3: invalid JSON (Expecting value)" for path in files]
+    assert [s["path"] for s in manifest["sources"]] == [str(path) for path in files]
+    assert manifest["sources"][2]["sha256"] == hashlib.sha256(files[2].read_bytes()).hexdigest()
+    assert manifest["parameters"]["shards"] == 2
+    assert doc(tmp_path / "idx", "d2:1") == "text of d2:1"
+
+
+def clueweb22_file(path, documents, start=0):
+    with open(path, "w", encoding="utf-8") as handle:
+        for i in range(start, start + documents):
+            handle.write(json.dumps({"ClueWeb22-ID": f"clueweb22-en0000-00-{i:05d}", "Clean-Text": numbered(40)}) + "\n")
+    return path
+
+
+def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
+    good = clueweb22_file(tmp_path / "a.json", 3000)
+    other = clueweb22_file(tmp_path / "b.json", 3000, start=3000)
+    truncated = tmp_path / "c.json.gz"
+    packed = gzip.compress(clueweb22_file(tmp_path / "c.json", 300, start=6000).read_bytes())
+    truncated.write_bytes(packed[: len(packed) // 2])
+    started = time.monotonic()
+    # a segmenter's error, with its file
+    with pytest.raises(IkatError, match=re.escape(f"{truncated}: EOFError: Compressed file ended")):
+        build_index([good, truncated], tmp_path / "i1", threads=2)
+    # Java failing at start: the segmenters, blocked opening their pipes, are stopped
+    with pytest.raises(IkatError, match=r"i2: Anserini failed \(exit 1\):\nInvalid maximum heap size"):
+        build_index([good, other], tmp_path / "i2", threads=2, heap="bogus")
+    # the indexer dying mid-way (a full disk): one segmenter's pipe breaks, the other's is never opened
+    java = tmp_path / "java" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\nwhile [ "$1" != -input ]; do shift; done\nhead -c 100000 "$2/part-000.jsonl" >/dev/null\n'
+                    'echo "java.io.IOException: No space left on device"\nexit 1\n')
+    java.chmod(0o755)
+    monkeypatch.setattr(build, "java_home", lambda: str(tmp_path / "java"))
+    with pytest.raises(IkatError, match=r"(?s)i3: Anserini failed.*No space left on device.* — fix: free disk space"):
+        build_index([good, other], tmp_path / "i3", threads=2)
+    assert time.monotonic() - started < 60
+    assert not list(tmp_path.glob(".i*")) and not list(tmp_path.glob("i*"))
