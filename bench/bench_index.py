@@ -1,47 +1,60 @@
-"""Segmentation + indexing throughput of `ikatkit index build` against Anserini's IndexCollection on the same
-passages (pre-segmented JSONL, same shards and threads), measured in the same run; peak memory.
+"""Segmentation + indexing throughput of `ikatkit index build` against Anserini's IndexCollection alone on the
+same passages (pre-segmented JSONL, as many shards and threads), measured in the same run; peak memory.
 
-    python bench/bench_index.py --documents 20000
+    python bench/bench_index.py --documents 200000     # about 1M passages
+
+Peak resident memory and CPU seconds are sampled from /proc for the Python parent, the segmenter
+processes together and Java; run two sizes to see memory stay flat. With Anserini's threads on every core,
+wall time is about CPU seconds over cores: the load average tells whether other work took some.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import timed, write_clueweb22  # noqa: E402
+from common import ProcessTree, timed, write_clueweb22  # noqa: E402
 
 from ikatkit.index.build import build_index, run_anserini, write_shards  # noqa: E402
 
 
+def measured(function):  # type: ignore[no-untyped-def]
+    """Wall seconds, CPU seconds and peak memory of ``function()``."""
+    with ProcessTree() as tree:
+        wall, _ = timed(function)
+    return {"wall_s": round(wall, 2), "cpu_s": {part: round(value, 1) for part, value in tree.cpu_s.items()},
+            "peak_rss_mib": {part: round(value) for part, value in tree.peak_rss_mib.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=int, default=20000, help="synthetic documents (about 5 passages each)")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--documents", type=int, default=200000, help="synthetic documents (about 5 passages each)")
+    parser.add_argument("--threads", type=int, default=2, help="Anserini threads and shards")
+    parser.add_argument("--files", type=int, default=8, help="input files the documents are spread over")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ikatkit-bench-index-"))
     try:
-        files = write_clueweb22(work / "raw", args.documents, files=args.threads * 2)
-        # anchor: Anserini alone on the already segmented passages
+        files = write_clueweb22(work / "raw", args.documents, files=args.files)
         stats = write_shards(files, "clueweb22", work / "shards", args.threads, "rule")
-        anchor, _ = timed(lambda: run_anserini(work / "shards", work / "anchor", args.threads))
-        ours, manifest = timed(lambda: build_index(files, work / "ours", fmt="clueweb22", threads=args.threads,
-                                                   splitter="rule"))
-        passages = stats.passages
-        assert manifest["counts"]["passages"] == passages
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        java = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        load = os.getloadavg()[0]
+        anchor = measured(lambda: run_anserini(work / "shards", work / "anchor", args.threads, stats.passages))
+        ours = measured(lambda: build_index(files, work / "ours", fmt="clueweb22", threads=args.threads,
+                                            splitter="rule"))
+        manifest = json.loads((work / "ours" / "manifest.json").read_text())
+        assert manifest["counts"]["passages"] == stats.passages
         print(json.dumps({
-            "documents": args.documents, "passages": passages, "threads": args.threads,
-            "anchor_anserini_psg_per_s": round(passages / anchor), "ikatkit_psg_per_s": round(passages / ours),
-            "ratio_vs_anserini": round(anchor / ours, 3),
-            "peak_rss_mb": {"python": round(own), "java": round(java)}}, indent=2))
+            "documents": args.documents, "passages": stats.passages, "threads": args.threads, "files": args.files,
+            "anchor_anserini_psg_per_s": round(stats.passages / anchor["wall_s"]),
+            "ikatkit_psg_per_s": round(stats.passages / ours["wall_s"]),
+            "ratio_vs_anserini": round(anchor["wall_s"] / ours["wall_s"], 3),
+            "anchor": anchor, "ikatkit": ours,
+            "load_average_1min": {"before": round(load, 2), "after": round(os.getloadavg()[0], 2)}}, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,9 +1,11 @@
-"""Helpers shared by the benchmarks: synthetic ClueWeb22-style text and timing."""
+"""Helpers shared by the benchmarks: synthetic ClueWeb22-style text, timing, peak memory of a process tree."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,3 +40,76 @@ def timed(function: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     result = function()
     return time.perf_counter() - start, result
+
+
+class ProcessTree:
+    """Peak resident memory (MiB) and CPU seconds of this process and its descendants, sampled from /proc.
+
+    Each is split in parts: ``self`` (this process), ``java`` (the Java processes together) and ``children``
+    (the other descendants together, e.g. the segmenters); ``peak_rss_mib["total"]`` is the peak of the sum.
+    CPU seconds are counted from when the monitor starts, by the last sample of each process.
+    """
+
+    PARTS = ("self", "java", "children")
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.peak_rss_mib = dict.fromkeys(("total", *self.PARTS), 0.0)
+        self._cpu: dict[int, tuple[str, float]] = {}
+        self._start_cpu: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
+
+    @property
+    def cpu_s(self) -> dict[str, float]:
+        totals = dict.fromkeys(self.PARTS, 0.0)
+        for pid, (part, seconds) in self._cpu.items():
+            totals[part] += seconds - self._start_cpu.get(pid, 0.0)
+        return totals
+
+    def __enter__(self) -> ProcessTree:
+        self._start_cpu = {pid: seconds for pid, (_, _, seconds) in _tree(os.getpid()).items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _sample_until_stopped(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def _sample(self) -> None:
+        rss = dict.fromkeys(self.PARTS, 0.0)
+        for pid, (part, mib, seconds) in _tree(os.getpid()).items():
+            rss[part] += mib
+            self._cpu[pid] = (part, seconds)
+        rss["total"] = sum(rss.values())
+        for part, value in rss.items():
+            self.peak_rss_mib[part] = max(self.peak_rss_mib[part], value)
+
+
+def _tree(root: int) -> dict[int, tuple[str, float, float]]:
+    """``{pid: (part, rss MiB, CPU seconds)}`` for ``root`` and its descendants."""
+    stats = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                text = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2:].split()
+            stats[int(entry.name)] = (text[text.index("(") + 1: text.rindex(")")], fields)
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    found = {}
+    for pid, (name, fields) in stats.items():
+        ancestor = pid
+        while ancestor != root and ancestor in stats:
+            ancestor = int(stats[ancestor][1][1])
+        if ancestor == root:
+            part = "self" if pid == root else "java" if name == "java" else "children"
+            found[pid] = (part, int(fields[21]) * page / 2**20, (int(fields[11]) + int(fields[12])) / tick)
+    return found
