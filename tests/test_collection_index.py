@@ -7,6 +7,9 @@ import hashlib
 import json
 import random
 import re
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -233,5 +236,16 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "java_home", lambda: str(tmp_path / "java"))
     with pytest.raises(IkatError, match=r"(?s)i3: Anserini failed.*No space left on device.* — fix: free disk space"):
         build_index([good, other], tmp_path / "i3", threads=2)
+    # SIGTERM (a scheduler's time limit) while the segmenters wait for a reader that never comes
+    java.write_text("#!/bin/sh\nexec sleep 600\n")
+    script = (f"from ikatkit.index import build\nbuild.java_home = lambda: {str(tmp_path / 'java')!r}\n"
+              f"build.build_index([{str(good)!r}, {str(other)!r}], {str(tmp_path / 'i4')!r}, threads=2)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    time.sleep(3)
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(30) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    left = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(child.pid)], capture_output=True, text=True).stdout
+    assert "sleep 600" not in left and "spawn_main" not in left, left
     assert time.monotonic() - started < 60
     assert not list(tmp_path.glob(".i*")) and not list(tmp_path.glob("i*"))

@@ -16,10 +16,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -128,6 +131,26 @@ def run_anserini(shards: Path, index: Path, threads: int, passages: int, heap: s
         anserini.wait(passages)
 
 
+@contextmanager
+def _work_folder(out: Path) -> Iterator[Path]:
+    """A fresh folder beside ``out``, removed at the end, on an error, on Ctrl-C, and on SIGTERM (a scheduler's
+    time limit, ``kill``), which raises SystemExit meanwhile so that the build stops its processes first."""
+    work = out.parent / f".{out.name}.building-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    main = threading.current_thread() is threading.main_thread()
+
+    def exit_(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_) if main else None
+    try:
+        yield work
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def default_threads() -> int:
     return max(1, min(len(os.sched_getaffinity(0)), 8))
 
@@ -150,9 +173,7 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
     threads = threads or default_threads()
     shards = min(shards or threads, threads)
     started = time.time()
-    work = out.parent / f".{out.name}.building-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
+    with _work_folder(out) as work:
         pipes = work / "pipes"
         pipes.mkdir(parents=True)
         for worker in range(shards):
@@ -180,8 +201,6 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
             out.rmdir()
         os.replace(work / "index", out)
         write_json(out / MANIFEST, manifest)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     print(f"indexed {stats.passages} passages from {stats.documents} documents "
           f"({stats.skipped} records skipped) in {manifest['seconds']} s -> {out}")
     return manifest

@@ -4,16 +4,18 @@ as Anserini JSONL, chunk by chunk in turn, to its own shards ``part-{s:03d}.json
 hashes of their ids to bucket files for the duplicate check. A shard has one writer, so its lines never
 interleave; Anserini must read all pipes at once (a thread each), else a worker waits forever on one.
 
-Workers are spawned (safe beside threads or a running JVM) and ignore Ctrl-C: the parent stops them. Each
-sends one message when it ends: its per-file counts, sizes and SHA-256, or its error. The parent shows
-progress from a shared array of per-worker passage counts.
+Workers are spawned (safe beside threads or a running JVM), ignore Ctrl-C (the parent stops them) and die
+with the parent, even one killed outright. Each sends one message when it ends: its per-file counts, sizes
+and SHA-256, or its error. The parent shows progress from a shared array of per-worker passage counts.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import multiprocessing
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -120,9 +122,20 @@ def _segment(task: Task, worker: int, workers: int, counts: Any, outs: list[Any]
     return reports
 
 
-def _work(task: Task, worker: int, workers: int, counts: Any, conn: Connection) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Linux: be killed when the parent dies rather than wait forever on a pipe nobody will read."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before that
+        os._exit(1)
+
+
+def _work(task: Task, worker: int, workers: int, counts: Any, conn: Connection, parent: int) -> None:
     """A worker's body: segment its files into its shards, then send ``(kind, payload)`` once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
     message: tuple[str, Any]
     try:
         with ExitStack() as stack:
@@ -154,8 +167,8 @@ class Segmenters:
         try:
             for worker in range(workers):
                 receiver, sender = context.Pipe(duplex=False)
-                process = context.Process(target=_work, args=(task, worker, workers, self._counts, sender),
-                                          name=f"ikatkit-segmenter-{worker}", daemon=True)
+                process = context.Process(target=_work, name=f"ikatkit-segmenter-{worker}", daemon=True,
+                                          args=(task, worker, workers, self._counts, sender, os.getpid()))
                 process.start()
                 sender.close()
                 self._processes.append(process)
