@@ -1,7 +1,7 @@
 """Segmentation + indexing throughput of `ikatkit index build` against Anserini's IndexCollection alone on the
 same passages (pre-segmented JSONL, as many shards and threads), measured in the same run; peak memory.
 
-    python bench/bench_index.py --documents 200000     # about 1M passages
+    python bench/bench_index.py --documents 230000     # about 1M passages (the default)
 
 Peak resident memory and CPU seconds are sampled from /proc for the Python parent, the segmenter
 processes together and Java; run two sizes to see memory stay flat. With Anserini's threads on every core,
@@ -34,7 +34,7 @@ def measured(function):  # type: ignore[no-untyped-def]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=int, default=200000, help="synthetic documents (about 5 passages each)")
+    parser.add_argument("--documents", type=int, default=230000, help="synthetic documents (4.35 passages each)")
     parser.add_argument("--threads", type=int, default=2, help="Anserini threads and shards")
     parser.add_argument("--files", type=int, default=8, help="input files the documents are spread over")
     args = parser.parse_args()
