@@ -5,30 +5,33 @@ same passages (pre-segmented JSONL, as many shards and threads), measured in the
 
 Peak resident memory and CPU seconds are sampled from /proc for the Python parent, the segmenter
 processes together and Java; run two sizes to see memory stay flat. With Anserini's threads on every core,
-wall time is about CPU seconds over cores: the load average tells whether other work took some.
+wall time is about CPU seconds over cores: ``other_cpu_s``, what other processes used meanwhile, tells
+whether other work took some.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ProcessTree, timed, write_clueweb22  # noqa: E402
+from common import ProcessTree, machine_busy_s, timed, write_clueweb22  # noqa: E402
 
 from ikatkit.index.build import build_index, run_anserini, write_shards  # noqa: E402
 
 
 def measured(function):  # type: ignore[no-untyped-def]
-    """Wall seconds, CPU seconds and peak memory of ``function()``."""
+    """Wall seconds, CPU seconds (ours per part, and the other processes'), peak memory of ``function()``."""
+    busy = machine_busy_s()
     with ProcessTree() as tree:
         wall, _ = timed(function)
-    return {"wall_s": round(wall, 2), "cpu_s": {part: round(value, 1) for part, value in tree.cpu_s.items()},
+    cpu = {part: round(value, 1) for part, value in tree.cpu_s.items()}
+    cpu["other"] = round(max(0.0, machine_busy_s() - busy - sum(tree.cpu_s.values())), 1)
+    return {"wall_s": round(wall, 2), "cpu_s": cpu,
             "peak_rss_mib": {part: round(value) for part, value in tree.peak_rss_mib.items()}}
 
 
@@ -42,7 +45,6 @@ def main() -> None:
     try:
         files = write_clueweb22(work / "raw", args.documents, files=args.files)
         stats = write_shards(files, "clueweb22", work / "shards", args.threads, "rule")
-        load = os.getloadavg()[0]
         anchor = measured(lambda: run_anserini(work / "shards", work / "anchor", args.threads, stats.passages))
         ours = measured(lambda: build_index(files, work / "ours", fmt="clueweb22", threads=args.threads,
                                             splitter="rule"))
@@ -53,8 +55,7 @@ def main() -> None:
             "anchor_anserini_psg_per_s": round(stats.passages / anchor["wall_s"]),
             "ikatkit_psg_per_s": round(stats.passages / ours["wall_s"]),
             "ratio_vs_anserini": round(anchor["wall_s"] / ours["wall_s"], 3),
-            "anchor": anchor, "ikatkit": ours,
-            "load_average_1min": {"before": round(load, 2), "after": round(os.getloadavg()[0], 2)}}, indent=2))
+            "anchor": anchor, "ikatkit": ours}, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -113,3 +113,9 @@ def _tree(root: int) -> dict[int, tuple[str, float, float]]:
             part = "self" if pid == root else "java" if name == "java" else "children"
             found[pid] = (part, int(fields[21]) * page / 2**20, (int(fields[11]) + int(fields[12])) / tick)
     return found
+
+
+def machine_busy_s() -> float:
+    """CPU seconds every process on the machine has used since boot (all cores, from /proc/stat)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
