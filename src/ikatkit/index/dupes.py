@@ -68,12 +68,12 @@ class IdHashes:
 
 def check_unique(folder: Path, files: Sequence[Path], fmt: str, splitter: str) -> None:
     """Fail, naming both places, if a passage id occurs twice in the records under ``folder``."""
+    buckets: dict[str, list[Path]] = {}
+    for path in sorted(folder.glob("*.bin")):
+        buckets.setdefault(path.name.split("-")[0], []).append(path)
     repeated: dict[int, list[tuple[int, int]]] = {}
-    for bucket in range(BUCKETS):
-        parts = [np.fromfile(path, RECORD) for path in sorted(folder.glob(f"{bucket:03d}-*.bin"))]
-        if not parts:
-            continue
-        records = np.concatenate(parts)
+    for paths in buckets.values():
+        records = np.concatenate([np.fromfile(path, RECORD) for path in paths])
         hashes = np.sort(records["hash"])
         same = hashes[1:][hashes[1:] == hashes[:-1]]
         if same.size:

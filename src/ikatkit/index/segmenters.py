@@ -25,7 +25,7 @@ from json.encoder import encode_basestring, encode_basestring_ascii  # type: ign
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ikatkit.collection.readers import ReadStats, read_passages
 from ikatkit.collection.segment import splitter as make_splitter
@@ -96,7 +96,8 @@ def _sha256(path: Path) -> tuple[int, str]:
     return path.stat().st_size, digest.hexdigest()
 
 
-def _segment(task: Task, worker: int, workers: int, counts: Any, outs: list[Any]) -> list[FileReport]:
+def _segment(task: Task, worker: int, workers: int, counts: ctypes.Array[ctypes.c_longlong],
+             outs: list[IO[bytes]]) -> list[FileReport]:
     """Write the passages of this worker's files in chunks to ``outs`` in turn, hashes aside; per-file reports."""
     split, reports, lines, written = make_splitter(task.splitter), [], [], 0
     with IdHashes(task.hashes, worker) as hashes:
@@ -132,7 +133,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _work(task: Task, worker: int, workers: int, counts: Any, conn: Connection, parent: int) -> None:
+def _work(task: Task, worker: int, workers: int, counts: ctypes.Array[ctypes.c_longlong], conn: Connection,
+          parent: int) -> None:
     """A worker's body: segment its files into its shards, then send ``(kind, payload)`` once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent)
