@@ -1,11 +1,11 @@
 """Segmentation + indexing throughput of `ikatkit index build` against Anserini's IndexCollection alone on the
 same passages (pre-segmented JSONL, as many shards and threads), measured in the same run; peak memory.
 
-    python bench/bench_index.py --documents 230000     # about 1M passages (the default)
+    python bench/bench_index.py --documents 230000 --rounds 3    # about 1M passages (the default size)
 
 Peak resident memory and CPU seconds are sampled from /proc for the Python parent, the segmenter
 processes together and Java; run two sizes to see memory stay flat. With Anserini's threads on every core,
-wall time is about CPU seconds over cores: ``other_cpu_s``, what other processes used meanwhile, tells
+wall time is about CPU seconds over cores: ``cpu_s["other"]``, what other processes used meanwhile, tells
 whether other work took some.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -40,25 +41,31 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=230000, help="synthetic documents (4.35 passages each)")
     parser.add_argument("--threads", type=int, default=2, help="Anserini threads and shards")
     parser.add_argument("--files", type=int, default=8, help="input files the documents are spread over")
+    parser.add_argument("--rounds", type=int, default=1, help="anchor-then-ours rounds; the ratio is their median's")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ikatkit-bench-index-"))
     try:
         files = write_clueweb22(work / "raw", args.documents, files=args.files)
         stats = write_shards(files, "clueweb22", work / "shards", args.threads, "rule")
-        anchor = measured(lambda: run_anserini(work / "shards", work / "anchor", args.threads, stats.passages))
-        ours = measured(lambda: build_index(files, work / "ours", fmt="clueweb22", threads=args.threads,
-                                            splitter="rule"))
-        manifest = json.loads((work / "ours" / "manifest.json").read_text())
-        assert manifest["counts"]["passages"] == stats.passages
+        rounds = []
+        for _ in range(args.rounds):
+            anchor = measured(lambda: run_anserini(work / "shards", work / "anchor", args.threads, stats.passages))
+            ours = measured(lambda: build_index(files, work / "ours", fmt="clueweb22", threads=args.threads,
+                                                splitter="rule"))
+            manifest = json.loads((work / "ours" / "manifest.json").read_text())
+            assert manifest["counts"]["passages"] == stats.passages
+            rounds.append({"anchor": anchor, "ikatkit": ours})
+            shutil.rmtree(work / "anchor")
+            shutil.rmtree(work / "ours")
+        anchor_s = statistics.median(r["anchor"]["wall_s"] for r in rounds)
+        ours_s = statistics.median(r["ikatkit"]["wall_s"] for r in rounds)
         print(json.dumps({
             "documents": args.documents, "passages": stats.passages, "threads": args.threads, "files": args.files,
-            "anchor_anserini_psg_per_s": round(stats.passages / anchor["wall_s"]),
-            "ikatkit_psg_per_s": round(stats.passages / ours["wall_s"]),
-            "ratio_vs_anserini": round(anchor["wall_s"] / ours["wall_s"], 3),
-            "anchor": anchor, "ikatkit": ours}, indent=2))
+            "anchor_anserini_psg_per_s": round(stats.passages / anchor_s),
+            "ikatkit_psg_per_s": round(stats.passages / ours_s),
+            "ratio_vs_anserini": round(anchor_s / ours_s, 3), "rounds": rounds}, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
