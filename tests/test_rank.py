@@ -82,21 +82,66 @@ def test_rank_ptkb_stage_with_history(minilm, ikat2023):
     assert plain[0].ptkb == context[0].ptkb and plain[4].ptkb != context[4].ptkb  # the first turn has no history
 
 
-def test_cross_encoder_plumbing(tmp_path):
-    """A cross-encoder built here from the bundled MiniLM with an untrained head: its scores are meaningless;
-    this checks loading by path, length-sorted batching, dedupe and caching. Real runs use e.g.
-    cross-encoder/ms-marco-MiniLM-L-12-v2."""
+@pytest.fixture(scope="module")
+def cross_encoder_folder(tmp_path_factory):
+    """A cross-encoder built here from the bundled MiniLM with an untrained head: its scores are meaningless, so
+    the tests below check plumbing only. Real runs use e.g. cross-encoder/ms-marco-MiniLM-L-12-v2."""
+    import torch
     from sentence_transformers import CrossEncoder
 
     from ikatkit.models import resolve_model
 
-    CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(tmp_path / "ce"))
-    ranker = make_ranker("cross-encoder", str(tmp_path / "ce"))
+    torch.manual_seed(0)  # the same head each run, so the ranking checked below has no near-ties by chance
+    folder = tmp_path_factory.mktemp("ce") / "ce"
+    CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(folder))
+    return str(folder)
+
+
+def cross_encoder_pairs():
+    """Thirty pairs of varied length over three queries; the longest passages pass 128 tokens (truncated)."""
+    words = "protein vegetarian runner knee marathon training diet tofu lentils beans japan rail pass".split()
+    passages = [" ".join(words[(i * 7 + j) % len(words)] for j in range(2 + 15 * i)) for i in range(10)]
+    return [(query, passage) for query in ("vegetarian protein for runners", "japan rail pass price", "knee")
+            for passage in passages]
+
+
+@pytest.mark.parametrize("backend", ["torch", "openvino"])
+def test_cross_encoder_matches_naive_predict(cross_encoder_folder, backend, tmp_path, monkeypatch):
+    """Each backend's scores equal naive ``CrossEncoder.predict`` to 1e-4, and so does the ranking; with
+    OpenVINO the ONNX export is written once into the cache and reused."""
+    from sentence_transformers import CrossEncoder
+
+    monkeypatch.setenv("IKATKIT_CACHE", str(tmp_path))
+    pairs = cross_encoder_pairs()
+    ranker = make_ranker("cross-encoder", cross_encoder_folder, max_length=128, device="cpu", backend=backend)
+    assert ranker.backend == backend
+    naive_model = CrossEncoder(cross_encoder_folder, max_length=128)
+    naive = [float(s) for s in naive_model.predict(pairs, batch_size=32)]
+    assert ranker.score(pairs) == pytest.approx(naive, abs=1e-4)
+    query = pairs[0][0]
+    candidates = {f"p{i}": passage for i, (q, passage) in enumerate(pairs) if q == query}
+    expected = sorted(((f"p{i}", s) for i, ((q, _), s) in enumerate(zip(pairs, naive)) if q == query),
+                      key=lambda item: (-item[1], item[0]))
+    assert [pid for pid, _ in ranker.rank(query, candidates)] == [pid for pid, _ in expected]
+    exports = list(tmp_path.glob("onnx/*/model.onnx"))
+    assert len(exports) == (backend == "openvino")
+    if exports:
+        stamp = exports[0].stat().st_mtime_ns
+        make_ranker("cross-encoder", cross_encoder_folder, max_length=128, device="cpu", backend=backend)
+        assert list(tmp_path.glob("onnx/*")) == [exports[0].parent] and exports[0].stat().st_mtime_ns == stamp
+
+
+def test_cross_encoder_dedupes_within_a_call(cross_encoder_folder, tmp_path, monkeypatch):
+    """Duplicate pairs in one call are scored once; no cache across calls (scores depend on the batch)."""
+    monkeypatch.setenv("IKATKIT_CACHE", str(tmp_path))
+    ranker = make_ranker("cross-encoder", cross_encoder_folder, device="cpu")
+    assert ranker.backend == "openvino"  # the default on the CPU
     pairs = [("q1", "short"), ("q1", "a much longer passage " * 20), ("q1", "short"), ("q2", "medium text here")]
     scores = ranker.score(pairs)
-    direct = CrossEncoder(str(tmp_path / "ce")).predict(pairs)
-    assert scores == pytest.approx([float(s) for s in direct], abs=1e-4)
+    assert scores[0] == scores[2]
     assert ranker.stats == {"pairs": 4, "scored": 3, "cache_hits": 1}
+    ranker.score(pairs[:1])
+    assert ranker.stats["scored"] == 4
 
 
 def test_fusion():
