@@ -17,7 +17,8 @@ WORDS = ("protein vegetarian runner knee marathon training diet tofu lentils bea
 
 def sentence(rng: random.Random) -> str:
     words = rng.choices(WORDS, k=rng.randint(8, 20))
-    return words[0].capitalize() + " " + " ".join(words[1:]) + "."
+    end = rng.choices(".?!", weights=(90, 7, 3))[0]  # about as often as in real ClueWeb22 passages
+    return words[0].capitalize() + " " + " ".join(words[1:]) + end
 
 
 def write_clueweb22(folder: Path, documents: int, files: int = 4, seed: int = 0) -> list[Path]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BENCHMARKS = {
-    "index": ["bench_index.py", "--documents", "20000"],
+    "index": ["bench_index.py"],
     "search": ["bench_search.py", "--passages", "200000", "--queries", "200"],
     "rerank": ["bench_rerank.py"],
     "llm": ["bench_llm.py"],

@@ -174,7 +174,9 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--out", required=True, help="index folder (re-running on a finished index does nothing)")
     b.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
     b.add_argument("--threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
-    b.add_argument("--shards", type=int, help="JSONL shards Anserini reads in parallel (default: threads)")
+    b.add_argument("--shards", type=int,
+                   help="segmenter processes, each feeding one Anserini thread through a named pipe "
+                        "(default and at most: threads; at most one per input file)")
     b.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"],
                    help="sentence splitter for ClueWeb22 records (official ids need spaCy en_core_web_sm)")
     b.add_argument("--heap", default="4g", help="Java heap for Anserini")
