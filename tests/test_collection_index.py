@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import random
 import re
 import signal
@@ -257,3 +258,16 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     assert "sleep 600" not in left and "spawn_main" not in left, left
     assert time.monotonic() - started < 60
     assert not list(tmp_path.glob(".i*")) and not list(tmp_path.glob("i*"))
+    # killed outright (SIGKILL): its work folder stays until the next build of that index removes it; a build
+    # of the same index still running is refused
+    child = subprocess.Popen([sys.executable, "-c", script.replace("i4", "i5")], start_new_session=True)
+    time.sleep(3)
+    (left,) = tmp_path.glob(".i5.building-*")
+    with pytest.raises(IkatError, match=rf"another build \(process {child.pid}\) is writing this index"):
+        build_index([good], tmp_path / "i5", threads=1)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait(30)
+    assert left.exists()
+    monkeypatch.undo()
+    build_index([good], tmp_path / "i5", threads=1)
+    assert not left.exists() and (tmp_path / "i5" / "manifest.json").exists()

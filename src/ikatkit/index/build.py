@@ -131,12 +131,27 @@ def run_anserini(shards: Path, index: Path, threads: int, passages: int, heap: s
         anserini.wait(passages)
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextmanager
 def _work_folder(out: Path) -> Iterator[Path]:
-    """A fresh folder beside ``out``, removed at the end, on an error, on Ctrl-C, and on SIGTERM (a scheduler's
+    """A fresh folder beside ``out`` (removing those of builds killed outright), removed at the end, on an error, on Ctrl-C, and on SIGTERM (a scheduler's
     time limit, ``kill``), which raises SystemExit meanwhile so that the build stops its processes first."""
+    for stale in out.parent.glob(f".{out.name}.building-*"):
+        pid = stale.name.rpartition("-")[2]
+        if pid.isdigit() and _running(int(pid)) and int(pid) != os.getpid():
+            raise IkatError(f"another build (process {pid}) is writing this index", path=out,
+                            fix=f"wait for it, or stop it and remove {stale}")
+        shutil.rmtree(stale, ignore_errors=True)  # left by a build killed outright
     work = out.parent / f".{out.name}.building-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
     main = threading.current_thread() is threading.main_thread()
 
     def exit_(signum: int, frame: object) -> None:
