@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="Anserini threads and shards")
     parser.add_argument("--files", type=int, default=8, help="input files the documents are spread over")
     parser.add_argument("--rounds", type=int, default=1, help="anchor-then-ours rounds; the ratio is their median's")
+    parser.add_argument("--segmenter", default="auto", choices=["auto", "java", "python"],
+                        help="ikatkit's segmenter: in Anserini's threads (java) or in processes feeding them (python)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ikatkit-bench-index-"))
     try:
@@ -51,7 +53,7 @@ def main() -> None:
         for _ in range(args.rounds):
             anchor = measured(lambda: run_anserini(work / "shards", work / "anchor", args.threads, stats.passages))
             ours = measured(lambda: build_index(files, work / "ours", fmt="clueweb22", threads=args.threads,
-                                                splitter="rule"))
+                                                splitter="rule", segmenter=args.segmenter))
             manifest = json.loads((work / "ours" / "manifest.json").read_text())
             assert manifest["counts"]["passages"] == stats.passages
             rounds.append({"anchor": anchor, "ikatkit": ours})
@@ -61,6 +63,7 @@ def main() -> None:
         ours_s = statistics.median(r["ikatkit"]["wall_s"] for r in rounds)
         print(json.dumps({
             "documents": args.documents, "passages": stats.passages, "threads": args.threads, "files": args.files,
+            "segmenter": manifest["parameters"]["segmenter"],
             "anchor_anserini_psg_per_s": round(stats.passages / anchor_s),
             "ikatkit_psg_per_s": round(stats.passages / ours_s),
             "ratio_vs_anserini": round(anchor_s / ours_s, 3), "rounds": rounds}, indent=2))

@@ -224,6 +224,7 @@ def clueweb22_file(path, documents, start=0):
 
 
 def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
+    """The Python segmenter processes and Anserini stop together (the Java segmenter: test_java_segmenter)."""
     good = clueweb22_file(tmp_path / "a.json", 3000)
     other = clueweb22_file(tmp_path / "b.json", 3000, start=3000)
     truncated = tmp_path / "c.json.gz"
@@ -232,10 +233,10 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     started = time.monotonic()
     # a segmenter's error, with its file
     with pytest.raises(IkatError, match=re.escape(f"{truncated}: EOFError: Compressed file ended")):
-        build_index([good, truncated], tmp_path / "i1", threads=2)
+        build_index([good, truncated], tmp_path / "i1", threads=2, segmenter="python")
     # Java failing at start: the segmenters, blocked opening their pipes, are stopped
     with pytest.raises(IkatError, match=r"i2: Anserini failed \(exit 1\):\nInvalid maximum heap size"):
-        build_index([good, other], tmp_path / "i2", threads=2, heap="bogus")
+        build_index([good, other], tmp_path / "i2", threads=2, heap="bogus", segmenter="python")
     # the indexer dying mid-way (a full disk): one segmenter's pipe breaks, the other's is never opened
     java = tmp_path / "java" / "bin" / "java"
     java.parent.mkdir(parents=True)
@@ -244,11 +245,12 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     java.chmod(0o755)
     monkeypatch.setattr(build, "java_home", lambda: str(tmp_path / "java"))
     with pytest.raises(IkatError, match=r"(?s)i3: Anserini failed.*No space left on device.* — fix: free disk space"):
-        build_index([good, other], tmp_path / "i3", threads=2)
+        build_index([good, other], tmp_path / "i3", threads=2, segmenter="python")
     # SIGTERM (a scheduler's time limit) while the segmenters wait for a reader that never comes
     java.write_text("#!/bin/sh\nexec sleep 600\n")
     script = (f"from ikatkit.index import build\nbuild.java_home = lambda: {str(tmp_path / 'java')!r}\n"
-              f"build.build_index([{str(good)!r}, {str(other)!r}], {str(tmp_path / 'i4')!r}, threads=2)\n")
+              f"build.build_index([{str(good)!r}, {str(other)!r}], {str(tmp_path / 'i4')!r}, threads=2, "
+              f"segmenter='python')\n")
     child = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     time.sleep(3)
     child.send_signal(signal.SIGTERM)

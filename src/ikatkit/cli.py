@@ -174,8 +174,12 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--out", required=True, help="index folder (re-running on a finished index does nothing)")
     b.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
     b.add_argument("--threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
+    b.add_argument("--segmenter", default="auto", choices=["auto", "java", "python"],
+                   help="who segments ClueWeb22 records: Anserini's indexing threads (java: our collection class, "
+                        "rule splitter, needs a JDK's javac) or Python processes feeding them (python: any format "
+                        "and splitter); auto = java when it can")
     b.add_argument("--shards", type=int,
-                   help="segmenter processes, each feeding one Anserini thread through a named pipe "
+                   help="Python segmenter processes, each feeding one Anserini thread through a named pipe "
                         "(default and at most: threads; at most one per input file)")
     b.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"],
                    help="sentence splitter for ClueWeb22 records (official ids need spaCy en_core_web_sm)")
@@ -192,7 +196,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
 
         if args.index_command == "build":
             build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
-                        splitter=args.splitter, heap=args.heap)
+                        splitter=args.splitter, heap=args.heap, segmenter=args.segmenter)
         elif args.index_command == "stats":
             print(json.dumps(lookup.stats(args.index), indent=2))
         else:

@@ -17,9 +17,13 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from ikatkit.errors import IkatError
+from ikatkit.paths import cache_root
 
 DEFAULT_HEAP = os.environ.get("IKATKIT_JAVA_HEAP", "4g")
 HELPER_SOURCES = sorted(Path(__file__).parent.glob("*/*.java"))  # our Java helpers (e.g. retrieve/TopHits.java)
+# Signatures of the Anserini classes a helper extends: Anserini is built for Java 21, but javac 11+ compiles
+# against these stand-ins; the real classes are loaded at run time.
+API_STUBS = Path(__file__).parent / "index" / "javastubs"
 
 
 def anserini_jar() -> Path:
@@ -71,9 +75,9 @@ def helper_classes() -> Path | None:
     """Folder of our compiled Java helpers, compiled once per source version into ``$IKATKIT_CACHE/java``
     (default ``.cache/ikatkit``, as the LLM cache); None when no JDK is found or compiling fails (callers then use Pyserini)."""
     digest = hashlib.sha256(anserini_jar().name.encode())
-    for source in HELPER_SOURCES:
+    for source in [*HELPER_SOURCES, *sorted(API_STUBS.rglob("*.java"))]:
         digest.update(source.read_bytes())
-    folder = Path(os.environ.get("IKATKIT_CACHE", ".cache/ikatkit")).resolve() / "java" / digest.hexdigest()[:16]
+    folder = cache_root() / "java" / digest.hexdigest()[:16]
     if folder.exists():
         return folder
     compiler = javac()
@@ -83,8 +87,9 @@ def helper_classes() -> Path | None:
         return None
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
-    result = subprocess.run([compiler, "--release", "11", "-cp", str(anserini_jar()), "-d", str(work),
-                             *map(str, HELPER_SOURCES)], capture_output=True, text=True)
+    result = subprocess.run([compiler, "--release", "11", "-implicit:none", "-Xprefer:source", "-sourcepath",
+                             str(API_STUBS), "-cp", str(anserini_jar()), "-d", str(work), *map(str, HELPER_SOURCES)],
+                            capture_output=True, text=True)
     if result.returncode != 0:
         print(f"ikatkit: compiling the Java helpers failed, using Pyserini instead:\n{result.stderr[-2000:]}",
               file=sys.stderr)

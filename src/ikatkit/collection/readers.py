@@ -158,8 +158,12 @@ def detect_format(path: Path) -> str:
         return "car"
     if name.endswith((".tsv", ".tsv.gz")):
         return "msmarco"
-    with _open(path) as handle:
-        first = next((line for line in handle if line.strip()), "")
+    try:
+        with _open(path) as handle:
+            first = next((line for line in handle if line.strip()), "")
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise IkatError(f"cannot read its first record ({type(err).__name__}: {err})", path=path,
+                        fix="check that the file is complete and UTF-8") from err
     if first.strip().startswith("<DOC>"):
         return "trecweb"
     if first.lstrip().startswith("{"):

@@ -4,7 +4,9 @@ Clean-Text with newlines turned to spaces, stripped, first 10,000 characters; se
 10 sentences with a stride of 5, stopping once a window reaches the last sentence; passage ids
 ``<ClueWeb22-ID>:<i>`` from 0. The official collection was split with spaCy ``en_core_web_sm``'s sentence
 recognizer: passage ids and texts match the official ones only with that splitter. Without it (the
-default here, since the model is not on PyPI) a rule-based splitter is used.
+default here, since the model is not on PyPI) a rule-based splitter is used. Index builds run that splitter
+in Java (``ikatkit/index/IkatClueWeb22Collection.java``); a change here must be made there too (the tests
+compare the two).
 """
 
 from __future__ import annotations

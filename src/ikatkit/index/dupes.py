@@ -1,6 +1,6 @@
 """Duplicate passage ids in memory flat in the collection's size.
 
-Each segmenter appends ``(hash, file, line)`` records, the hash being a 64-bit BLAKE2b of the passage id, to
+Each segmenter appends ``(hash, file, line)`` records, the hash being 64 bits of the passage id's SHA-256, to
 one of ``BUCKETS`` files chosen by the hash's top byte. The check then loads one bucket at a time (1/256 of
 the collection), sorts its hashes and looks for equal neighbours. Only the files holding a repeated hash
 are read again, to name the id and both of its places; a 64-bit collision between different ids is no error.
@@ -26,8 +26,9 @@ MAX_REPEATED = 1000  # repeated hashes looked at; beyond that there are surely d
 
 
 def id_hash(pid: str) -> bytes:
-    """The 8-byte BLAKE2b digest of a passage id (read as a little-endian integer in the buckets)."""
-    return hashlib.blake2b(pid.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    """The first 8 bytes of a passage id's SHA-256 (read as a little-endian integer in the buckets), as the
+    Java segmenter (``IkatClueWeb22Collection.java``) writes them too."""
+    return hashlib.sha256(pid.encode("utf-8", "surrogatepass")).digest()[:8]
 
 
 class IdHashes:

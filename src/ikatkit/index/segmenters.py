@@ -88,7 +88,7 @@ def passage_line(pid: str, contents: str) -> bytes:
     return b'{"id": "%s", "contents": "%s"}\n' % (json_string(pid), json_string(contents))
 
 
-def _sha256(path: Path) -> tuple[int, str]:
+def file_sha256(path: Path) -> tuple[int, str]:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(1 << 20):
@@ -112,7 +112,7 @@ def _segment(task: Task, worker: int, workers: int, counts: ctypes.Array[ctypes.
                         lines.clear()
                         written += CHUNK
                         counts[worker] = written
-                reports.append(FileReport(index, stats, *_sha256(path)))
+                reports.append(FileReport(index, stats, *file_sha256(path)))
             except (IkatError, BrokenPipeError):
                 raise
             except Exception as err:  # a truncated gzip, bytes that are not UTF-8, a full disk, ...

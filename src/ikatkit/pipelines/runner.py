@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import sys
 import time
@@ -22,6 +21,7 @@ from tqdm import tqdm
 
 from ikatkit.atomic import write_json, write_text
 from ikatkit.errors import IkatError
+from ikatkit.paths import cache_root
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
@@ -130,7 +130,7 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
         for stale in (out / "checkpoints").iterdir():
             stale.unlink()
     checkpoints = Checkpoints(out, fingerprint(config, topics, index))
-    cache = Path(cache_dir or os.environ.get("IKATKIT_CACHE", ".cache/ikatkit"))
+    cache = Path(cache_dir) if cache_dir else cache_root()
     resources = Resources(config, index, cache)
     records = records_for(topics)
     size = config.batch_size

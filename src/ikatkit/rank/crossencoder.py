@@ -21,6 +21,7 @@ import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
+from ikatkit.paths import cache_root
 from ikatkit.rank.base import Ranker
 
 BACKENDS = ("torch", "openvino")
@@ -121,7 +122,7 @@ def export_onnx(network: Any, example: dict[str, Any]) -> Path:
     for name, tensor in network.state_dict().items():
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-    folder = Path(os.environ.get("IKATKIT_CACHE", ".cache/ikatkit")).resolve() / "onnx" / digest.hexdigest()[:16]
+    folder = cache_root() / "onnx" / digest.hexdigest()[:16]
     if (folder / "model.onnx").exists():
         return folder / "model.onnx"
     folder.parent.mkdir(parents=True, exist_ok=True)
