@@ -175,7 +175,7 @@ def index_in_java(files: Sequence[Path], work: Path, threads: int, heap: str, ou
 def _java_report(found: Path, number: int, path: Path, digest: tuple[int, str]) -> FileReport:
     if not found.exists():
         raise IkatError("Anserini's segmenter did not finish this file", path=path,
-                        fix="see Anserini's messages above")
+                        fix="see Anserini's messages above; --segmenter python segments in Python instead")
     report = json.loads(found.read_text(encoding="utf-8"))
     if report["error"]:
         raise IkatError(report["error"], path=path,
