@@ -1,6 +1,7 @@
 package ikatkit;
 
 import java.io.IOException;
+import java.lang.reflect.Field;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
@@ -31,6 +32,14 @@ public final class TopHits {
   private TopHits(String[] ids, float[] scores) {
     this.ids = ids;
     this.scores = scores;
+  }
+
+  /** The index reader a Pyserini {@code LuceneSearcher} (Anserini's SimpleSearcher) has open, a protected
+   *  field: our searcher shares it instead of opening the index again. */
+  public static IndexReader readerOf(Object simpleSearcher) throws ReflectiveOperationException {
+    Field field = Class.forName("io.anserini.search.SimpleSearcher").getDeclaredField("reader");
+    field.setAccessible(true);
+    return (IndexReader) field.get(simpleSearcher);
   }
 
   /**

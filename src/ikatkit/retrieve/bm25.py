@@ -50,16 +50,15 @@ class Bm25Searcher:
         except JavaException:  # no JDK compiled the helper
             self.top_hits = None
         self.bulk = self.top_hits is not None and not self.rm3
-        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-            autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(self.index)).toPath()))
-        self.searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
-            cast("org.apache.lucene.index.IndexReader", reader))
-        self.searcher.setSimilarity(self.pyserini.object.get_similarity())
-        self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
-        self.analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
-        sort_field = autoclass("org.apache.lucene.search.SortField")
-        self.sort = autoclass("org.apache.lucene.search.Sort")(
-            sort_field.FIELD_SCORE, sort_field("id", autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
+        if self.bulk:  # on the reader Pyserini has open: the index is opened once
+            self.searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
+                cast("org.apache.lucene.index.IndexReader", self.top_hits.readerOf(self.pyserini.object)))
+            self.searcher.setSimilarity(self.pyserini.object.get_similarity())
+            self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+            self.analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+            sort_field = autoclass("org.apache.lucene.search.SortField")
+            self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
+                "id", autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
         self._texts: dict[str, str] = {}
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
