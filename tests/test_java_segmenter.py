@@ -76,7 +76,7 @@ def test_java_segmenter_makes_the_python_passages(helpers, tmp_path):
 def test_java_and_python_builds_agree(helpers, tmp_path):
     source = demo_data() / "clueweb22"
     java = build_index([source], tmp_path / "java", threads=2, segmenter="java")
-    python = build_index([source], tmp_path / "python", threads=2, segmenter="python")
+    python = build_index([source], tmp_path / "python", threads=2)  # auto: one file cannot feed two Java threads
     assert java["parameters"]["segmenter"] == "java" and python["parameters"]["segmenter"] == "python"
     assert java["counts"] == python["counts"] == {"documents": 60, "passages": 202, "skipped": 0}
     assert java["sources"] == python["sources"]
@@ -106,7 +106,8 @@ def test_java_segmenter_errors_name_the_file(helpers, tmp_path):
     found = re.fullmatch(rf"{re.escape(str(copy))} \(line (\d+)\): duplicate passage id 'a(\d+):0', first at "
                          rf"{re.escape(str(good))}:(\d+); 500 ids repeat — fix: .*", str(caught.value))
     assert found and found[1] == found[3] == str(int(found[2]) + 1)
-    manifest = build_index([good], tmp_path / "i4", threads=1, segmenter="java")
+    manifest = build_index([good], tmp_path / "i4", threads=1)  # auto: as many files as threads
+    assert manifest["parameters"]["segmenter"] == "java"
     assert manifest["counts"] == {"documents": 500, "passages": 500, "skipped": 1}
     assert manifest["skipped_examples"][0].startswith(f"{good}:501: invalid JSON (")
     assert not list(tmp_path.glob(".i*"))

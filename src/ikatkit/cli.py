@@ -177,7 +177,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--segmenter", default="auto", choices=["auto", "java", "python"],
                    help="who segments ClueWeb22 records: Anserini's indexing threads (java: our collection class, "
                         "rule splitter, needs a JDK's javac) or Python processes feeding them (python: any format "
-                        "and splitter); auto = java when it can")
+                        "and splitter, one file can feed every thread); auto = java when it can and there are at "
+                        "least as many files as threads")
     b.add_argument("--shards", type=int,
                    help="Python segmenter processes, each feeding one Anserini thread through a named pipe "
                         "(default and at most: threads; at most one per input file)")

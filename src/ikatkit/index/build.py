@@ -129,12 +129,13 @@ def segment_into(files: Sequence[Path], fmt: str, splitter: str, folder: Path, s
     return reports
 
 
-def segment_in_java(files: Sequence[Path], fmt: str, splitter: str, segmenter: str) -> Path | None:
-    """Our compiled Java helpers when Anserini's threads segment the records themselves (``segmenter`` auto
-    or java; ClueWeb22 records, the rule splitter, a JDK's javac), else None (Python segmenter processes)."""
+def segment_in_java(files: Sequence[Path], fmt: str, splitter: str, segmenter: str, threads: int) -> Path | None:
+    """Our compiled Java helpers when Anserini's threads segment the records themselves (``segmenter`` java, or
+    auto with at least as many files as threads, since a thread reads one file at a time; ClueWeb22 records,
+    the rule splitter, a JDK's javac), else None (Python segmenter processes, which feed every thread)."""
     if segmenter not in SEGMENTERS:
         raise IkatError(f"unknown segmenter {segmenter!r}", fix=f"use one of {SEGMENTERS}")
-    if segmenter == "python":
+    if segmenter == "python" or (segmenter == "auto" and len(files) < threads):
         return None
     possible = splitter_function(splitter) is rule_splitter and all(
         (detect_format(path) if fmt == "auto" else fmt) == "clueweb22" for path in files)
@@ -263,8 +264,8 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
     """Index the passages of ``inputs`` into ``out``; returns the manifest (the existing one if already built).
 
     Anserini indexes with ``threads`` threads (default: CPU cores, at most 8). ClueWeb22 records with the rule
-    splitter are segmented in those threads by our Java collection (``segmenter`` auto or java) when a JDK
-    compiles it; otherwise (or ``segmenter="python"``) ``shards`` (default and at most ``threads``) named
+    splitter are segmented in those threads by our Java collection (``segmenter`` java, or auto given at least
+    ``threads`` files) when a JDK compiles it; otherwise ``shards`` (default and at most ``threads``) named
     pipes, one per thread, are fed by as many segmenter processes, at most one per input file. These are
     spawned: a script calling this needs the ``if __name__ == "__main__":`` guard.
     """
@@ -278,7 +279,7 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
     threads = threads or default_threads()
     shards = min(shards or threads, threads)
     started = time.time()
-    helpers = segment_in_java(files, fmt, splitter, segmenter)
+    helpers = segment_in_java(files, fmt, splitter, segmenter, threads)
     with _work_folder(out) as work:
         if helpers:
             reports = index_in_java(files, work, threads, heap, out, helpers)
