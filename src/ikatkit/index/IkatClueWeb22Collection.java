@@ -157,17 +157,17 @@ public class IkatClueWeb22Collection extends DocumentCollection<IkatClueWeb22Col
     out.flush();
   }
 
-  /** ikatkit.collection.segment.segment with the rule splitter: [id, text, id, text, ...]. */
-  static List<String> segment(String docId, String cleanText) {
+  /** ikatkit.collection.segment.segment with the rule splitter. */
+  static List<Passage> segment(String docId, String cleanText) {
     String text = strip(cleanText.replace('\n', ' '));
     if (text.codePointCount(0, text.length()) > MAX_CHARS) {
       text = text.substring(0, text.offsetByCodePoints(0, MAX_CHARS));
     }
     List<String> sentences = sentences(text);
-    List<String> passages = new ArrayList<>();
+    List<Passage> passages = new ArrayList<>();
     for (int i = 0; i < sentences.size(); i += STRIDE) {
-      passages.add(docId + ":" + passages.size() / 2);
-      passages.add(String.join(" ", sentences.subList(i, Math.min(i + WINDOW, sentences.size()))));
+      passages.add(new Passage(docId + ":" + passages.size(),
+          String.join(" ", sentences.subList(i, Math.min(i + WINDOW, sentences.size())))));
       if (i + WINDOW >= sentences.size()) {
         break;
       }
@@ -359,15 +359,14 @@ public class IkatClueWeb22Collection extends DocumentCollection<IkatClueWeb22Col
         return;
       }
       documents++;
-      List<String> found = segment(id, clean);
-      for (int i = 0; i < found.size(); i += 2) {
-        if (isBlank(found.get(i + 1))) {
+      for (Passage passage : segment(id, clean)) {
+        if (isBlank(passage.contents)) {
           skip("blank passage text");
           continue;
         }
         passages++;
-        hashes.add(found.get(i), file, line);
-        pending.add(new Passage(found.get(i), found.get(i + 1)));
+        hashes.add(passage.id, file, line);
+        pending.add(passage);
       }
     }
 

@@ -211,15 +211,16 @@ def _running(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, another user's
+        pass
     return True
 
 
 @contextmanager
 def _work_folder(out: Path) -> Iterator[Path]:
-    """A fresh folder beside ``out`` (removing those of builds killed outright), removed at the end, on an error, on Ctrl-C, and on SIGTERM (a scheduler's
-    time limit, ``kill``), which raises SystemExit meanwhile so that the build stops its processes first."""
+    """A fresh folder beside ``out`` (removing those of builds killed outright), removed at the end, on an
+    error, on Ctrl-C, and on SIGTERM (a scheduler's time limit, ``kill``), which raises SystemExit meanwhile so
+    that the build stops its processes first."""
     for stale in out.parent.glob(f".{out.name}.building-*"):
         pid = stale.name.rpartition("-")[2]
         if pid.isdigit() and _running(int(pid)) and int(pid) != os.getpid():
