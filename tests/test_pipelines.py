@@ -104,12 +104,12 @@ method = "interleave"
 k = 1000
 
 [[stages]]
+stage = "classify_ptkb"
+
+[[stages]]
 stage = "respond"
 task = "gtr_response"
 passages = 10
-
-[[stages]]
-stage = "classify_ptkb"
 """
 
 

@@ -2,18 +2,30 @@
 
 RtG, GtR and the manual run are lists of these stages in a config (see ``configs/``). Stages only
 read and write fields of :class:`TurnRecord`, so a run can be explained and compared stage by stage.
+
+Each stage declares its contract as class attributes naming record fields: ``requires`` (fields an earlier
+stage must have produced) and ``provides`` (fields it sets); ``single_list_provides`` are fields it sets only
+when a turn has one candidate list (one query, one retriever). ``load_config`` checks the order.
+Candidates are keyed by retriever and query (:func:`candidate_key`), so two retrieve stages add lists.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ikatkit.errors import IkatError
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.rank.base import rank_ptkb
 
 
+# Set when a record is made from its turn: every stage may read them.
+INITIAL_FIELDS = ("qid", "utterance", "history", "ptkb_all", "resolved_utterance", "gold_ptkb")
+
+
 class Stage(Protocol):
     name: str
+    requires: tuple[str, ...]
+    provides: tuple[str, ...]
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]: ...
 
@@ -29,6 +41,16 @@ def _context(record: TurnRecord) -> dict[str, Any]:
     }
 
 
+def candidate_key(retriever: str, query: str) -> str:
+    """The key of one candidate list: the retriever's resource name and the query text."""
+    return f"{retriever}\t{query}"
+
+
+def query_of(key: str) -> str:
+    """The query text of a candidate key."""
+    return key.partition("\t")[2]
+
+
 def _chat(llm: Any, task: str, variables: list[dict[str, Any]]) -> list[str]:
     from ikatkit.llm.prompts import render
 
@@ -39,6 +61,8 @@ class RawQuery:
     """Query = the raw utterance (a baseline)."""
 
     name = "raw_query"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("query",)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -50,6 +74,8 @@ class ManualQuery:
     """Query = the resolved utterance (the manual run), raw where it is empty."""
 
     name = "manual_query"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("query",)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -63,6 +89,8 @@ class Rewrite:
     """LLM rewrite of the utterance from all previous utterances and the last canonical response."""
 
     name = "rewrite"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("query",)
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -88,6 +116,8 @@ class RankPtkb:
     (3 turns, 0.3 with MiniLM-L6 on iKAT 2023 PTKB qrels: raw utterance nDCG@5 0.6948 -> 0.7225)."""
 
     name = "rank_ptkb"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("ptkb",)
 
     def __init__(self, ranker: Any, k: int = 3, history_turns: int = 0, history_weight: float = 0.3) -> None:
         self.ranker, self.k, self.history_turns, self.history_weight = ranker, k, history_turns, history_weight
@@ -105,6 +135,8 @@ class GoldPtkb:
     """The topics' PTKB provenance (manual runs), score 1 each, in the topics' order."""
 
     name = "gold_ptkb"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("ptkb",)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -116,6 +148,8 @@ class ClassifyPtkb:
     """LLM classification of each PTKB statement as relevant or not (GtR); relevant ones score 1."""
 
     name = "classify_ptkb"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("ptkb",)
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -131,14 +165,24 @@ class ClassifyPtkb:
 
 
 class Retrieve:
-    """BM25 for each retrieval query, optionally expanded with the selected PTKB statements."""
+    """Search each retrieval query, optionally expanded with the selected PTKB statements.
+
+    ``searcher`` is any resource with ``batch_search(texts, k)`` and ``texts(ids)`` (BM25, dense). Its lists are
+    added to the record's candidates under :func:`candidate_key` (resource name, query), beside those of
+    earlier retrieve stages; with a single list in all it is also the ranking.
+    """
 
     name = "retrieve"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("candidates",)
+    single_list_provides = ("ranking",)
 
     def __init__(self, searcher: Any, k: int = 100, expand_ptkb: bool = True) -> None:
         self.searcher, self.k, self.expand_ptkb = searcher, k, expand_ptkb
+        self.resource_names: dict[str, str] = {}  # set by build_stages: {"searcher": resource name}
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        retriever = self.resource_names.get("searcher", "searcher")
         texts: dict[str, str] = {}
         for record in records:
             suffix = " ".join(record.ptkb_texts()) if self.expand_ptkb else ""
@@ -146,10 +190,10 @@ class Retrieve:
                 texts[f"{record.qid}\t{i}"] = f"{query} {suffix}".strip()
         hits = self.searcher.batch_search(texts, self.k)
         for record in records:
-            record.candidates = {q: [(h.docid, float(h.score)) for h in hits[f"{record.qid}\t{i}"]]
-                                 for i, q in enumerate(record.retrieval_queries)}
-            if len(record.candidates) == 1:
-                record.ranking = next(iter(record.candidates.values()))
+            for i, query in enumerate(record.retrieval_queries):
+                record.candidates[candidate_key(retriever, query)] = [
+                    (h.docid, float(h.score)) for h in hits[f"{record.qid}\t{i}"]]
+            record.ranking = next(iter(record.candidates.values())) if len(record.candidates) == 1 else []
         return records
 
 
@@ -157,6 +201,9 @@ class Rerank:
     """Re-rank each query's candidates with a (bi- or cross-encoder) ranker against that query."""
 
     name = "rerank"
+    requires: tuple[str, ...] = ("candidates",)
+    provides: tuple[str, ...] = ("reranked",)
+    single_list_provides = ("ranking",)
 
     def __init__(self, ranker: Any, searcher: Any, k: int | None = None) -> None:
         self.ranker, self.texts, self.k = ranker, searcher.texts, k
@@ -165,9 +212,15 @@ class Rerank:
         for record in records:
             ids = sorted({pid for hits in record.candidates.values() for pid, _ in hits})
             texts = self.texts(ids)
-            lists = {q: {pid: texts.get(pid, "") for pid, _ in hits} for q, hits in record.candidates.items()}
-            record.reranked = {q: [(pid, float(s)) for pid, s in ranked]
-                               for q, ranked in self.ranker.rank_many(lists, self.k).items()}
+            queries = {query_of(key) for key in record.candidates}
+            lists = {q: {pid: texts.get(pid, "") for key, hits in record.candidates.items() if query_of(key) == q
+                         for pid, _ in hits} for q in queries}
+            ranked = self.ranker.rank_many(lists, None)
+            record.reranked = {}
+            for key, hits in record.candidates.items():
+                own = {pid for pid, _ in hits}
+                kept = [(pid, float(s)) for pid, s in ranked[query_of(key)] if pid in own]
+                record.reranked[key] = kept[: self.k] if self.k else kept
             if len(record.reranked) == 1:
                 record.ranking = next(iter(record.reranked.values()))
         return records
@@ -177,12 +230,22 @@ class Fuse:
     """Merge the per-query rankings: round-robin ``interleave`` with dedupe (the paper's GtR) or ``rrf``."""
 
     name = "fuse"
+    requires: tuple[str, ...] = ("candidates",)
+    provides: tuple[str, ...] = ("ranking",)
+
+    METHODS = ("interleave", "rrf")
 
     def __init__(self, method: str = "interleave", k: int = 1000) -> None:
         from ikatkit.retrieve import fusion
 
         self.fuse = {"interleave": fusion.interleave, "rrf": fusion.rrf}[method]
         self.k = k
+
+    @classmethod
+    def check(cls, options: dict[str, Any]) -> None:
+        """Reject a config's options before anything loads (called by ``load_config``)."""
+        if options.get("method", "interleave") not in cls.METHODS:
+            raise IkatError(f"unknown fusion method {options['method']!r}", fix=f"use one of {cls.METHODS}")
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -195,6 +258,8 @@ class GenerateAnswer:
     """GtR step 1: the LLM answers from context and PTKB alone (<= 200 words)."""
 
     name = "generate_answer"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("initial_answer",)
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -209,6 +274,8 @@ class GenerateQueries:
     """GtR step 2: up to ``n`` search queries from the initial answer; the query itself when none parse."""
 
     name = "generate_queries"
+    requires: tuple[str, ...] = ("initial_answer",)
+    provides: tuple[str, ...] = ("queries",)
 
     def __init__(self, llm: Any, n: int = 5) -> None:
         self.llm, self.n = llm, n
@@ -235,11 +302,25 @@ class Respond:
     """
 
     name = "respond"
+    requires: tuple[str, ...] = ("ranking", "ptkb")
+    provides: tuple[str, ...] = ("used", "passage_texts", "response")
 
     def __init__(self, searcher: Any, llm: Any | None = None, task: str = "rtg_response", passages: int = 3,
                  ptkb: int = 3, max_words: int = 250) -> None:
         self.llm, self.texts, self.task = llm, searcher.texts, task
         self.passages, self.ptkb, self.max_words = passages, ptkb, max_words
+
+    @classmethod
+    def check(cls, options: dict[str, Any]) -> None:
+        """Reject a config's options before anything loads: the task must exist and an LLM task needs an LLM."""
+        from ikatkit.llm.prompts import TASKS
+
+        task = options.get("task", "rtg_response")
+        if task != "extractive" and task not in TASKS:
+            raise IkatError(f"unknown task {task!r}", fix=f"use 'extractive' or one of {TASKS}")
+        if task != "extractive" and options.get("llm") is None:
+            raise IkatError(f"task {task!r} needs an LLM and the config declares none",
+                            fix='declare one ([resources.llm] kind = "llm") or use task = "extractive"')
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
