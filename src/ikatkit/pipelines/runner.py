@@ -3,15 +3,24 @@
 Batches are fixed chunks of the topics' turns in order, and a batch's records are written as one
 atomic checkpoint file, so a run killed at any point and restarted redoes only unfinished batches,
 with the same batch composition, and writes byte-identical run files.
+
+One process writes an output folder at a time (``run.lock``, held with ``flock``: a killed holder's lock is
+free again). The checkpoints' fingerprint (``checkpoints/fingerprint.json``, see
+:mod:`ikatkit.pipelines.fingerprint`) is written once the config has been checked and the models loaded,
+just before the first batch; checkpoints of another fingerprint, or with none, are never reused.
 """
 
 from __future__ import annotations
 
-import hashlib
+import fcntl
 import json
+import os
 import platform
+import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -23,8 +32,9 @@ from ikatkit.atomic import write_json, write_text
 from ikatkit.errors import IkatError
 from ikatkit.paths import cache_root
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
+from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
 from ikatkit.pipelines.record import TurnRecord, records_for
-from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
+from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult, strictly_decreasing
 from ikatkit.topics import Topics, load_topics
 
 RUN_SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
@@ -50,6 +60,8 @@ class RunOutcome:
                  f"({self.batches_done_now} batches run now)",
                  f"  official run: {self.run_file}", f"  TREC run:     {self.trec_file}",
                  f"  manifest:     {self.manifest_file}"]
+        if manifest["turns_without_passages"]:
+            lines.append(f"  WARNING: {manifest['turns_without_passages']} of {manifest['turns']} turns have no passages")
         if manifest["notes"]:
             lines.append("  notes: " + "; ".join(f"{n} x{c}" for n, c in manifest["notes"].items()))
         if self.valid is not None:
@@ -58,22 +70,13 @@ class RunOutcome:
         return "\n".join(lines)
 
 
-def fingerprint(config: RunConfig, topics: Topics, index: str | Path | None) -> str:
-    """What a checkpoint belongs to: the config, the topic turns and the index's manifest."""
-    digest = hashlib.sha256(json.dumps(config.raw, sort_keys=True).encode())
-    digest.update(json.dumps(topics.qids).encode())
-    manifest = Path(index) / "manifest.json" if index else None
-    digest.update(manifest.read_bytes() if manifest and manifest.exists() else str(index).encode())
-    return digest.hexdigest()[:16]
-
-
 def to_run(records: list[TurnRecord], config: RunConfig, year: int) -> Run:
     """The run model of finished records: one response per turn, passages in rank order."""
     turns = []
     for record in records:
         used = set(record.used)
         passages = [PassageRef(pid, score, record.passage_texts.get(pid, ""), pid in used)
-                    for pid, score in record.ranking[:1000]]
+                    for pid, score in strictly_decreasing(record.ranking[:1000])]
         ptkb = [PtkbRef(key, score, record.ptkb_all.get(key, "")) for key, score in record.ptkb]
         turns.append(TurnResult(record.qid, [Response(1, record.response, passages, ptkb)]))
     return Run(config.name, config.run_type, turns, year, config.team_id)
@@ -89,17 +92,56 @@ def _versions() -> dict[str, str]:
     return found
 
 
+@contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """Hold ``out/run.lock`` (with this process's id in it) while a run writes ``out``; refuse if another holds it.
+
+    The lock is an ``flock``: the kernel frees it when its holder dies, so a stale lock file is simply taken."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "run.lock"
+    handle = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise IkatError(f"another run is writing this folder ({holder})", path=out,
+                            fix="wait for it to end, or stop it; --restart does not override a live run") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
 class Checkpoints:
     """One JSON file per finished batch under ``out/checkpoints``, tied to the run's fingerprint."""
 
-    def __init__(self, out: Path, fingerprint: str) -> None:
+    def __init__(self, out: Path) -> None:
         self.dir = out / "checkpoints"
         self.dir.mkdir(parents=True, exist_ok=True)
-        stamp = self.dir / "fingerprint"
-        if stamp.exists() and stamp.read_text().strip() != fingerprint:
-            raise IkatError("the output folder holds checkpoints of another config, topics or index",
-                            path=self.dir, fix="use a new --out, or pass --restart to discard them")
-        write_text(stamp, fingerprint + "\n")
+        self.stamp = self.dir / "fingerprint.json"
+
+    def check(self, parts: dict[str, str]) -> None:
+        """Refuse checkpoints of other inputs (naming what changed) and checkpoints without a fingerprint."""
+        if self.stamp.exists():
+            kept = json.loads(self.stamp.read_text(encoding="utf-8"))["parts"]
+            changed = [key for key, value in parts.items() if kept.get(key) != value]
+            if changed:
+                raise IkatError(f"the output folder holds checkpoints of another {', '.join(changed)}",
+                                path=self.dir, fix="use a new --out, or pass --restart to discard them")
+        elif any(self.dir.glob("batch-*.json")):
+            raise IkatError("the output folder holds checkpoints without a fingerprint (an older ikatkit, or "
+                            "files copied in): they cannot be checked, so they are not reused",
+                            path=self.dir, fix="pass --restart to discard them, or use a new --out")
+
+    def write_stamp(self, parts: dict[str, str]) -> None:
+        """Record the fingerprint (once, atomically) before the first batch is saved."""
+        if not self.stamp.exists():
+            write_json(self.stamp, {"fingerprint": fingerprint(parts), "parts": parts})
 
     def path(self, batch: int) -> Path:
         return self.dir / f"batch-{batch:05d}.json"
@@ -126,17 +168,33 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
     config = config if isinstance(config, RunConfig) else load_config(config)
     topics = topics if isinstance(topics, Topics) else load_topics(topics)
     out = Path(out)
+    with run_lock(out):
+        return _run_locked(config, topics, out, index, cache_dir, validate, restart, max_batches)
+
+
+def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path | None,
+                cache_dir: str | Path | None, validate: bool, restart: bool, max_batches: int | None) -> RunOutcome:
     if restart and (out / "checkpoints").exists():
         for stale in (out / "checkpoints").iterdir():
             stale.unlink()
-    checkpoints = Checkpoints(out, fingerprint(config, topics, index))
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
     cache = Path(cache_dir) if cache_dir else cache_root()
-    resources = Resources(config, index, cache)
     records = records_for(topics)
+    checkpoints = Checkpoints(out)
+    raw_records = [r.to_json() for r in records]
+    checkpoints.check(fingerprint_parts(config.raw, raw_records, topics.year, index, models=False))  # before loading
+    resources = Resources(config, index, cache)
     size = config.batch_size
     batches = [records[i: i + size] for i in range(0, len(records), size)]
     pending = [i for i in range(len(batches)) if not checkpoints.done(i)]
     stages = build_stages(config, resources) if pending else []
+    parts = fingerprint_parts(config.raw, raw_records, topics.year, index, cache / "digests")
+    checkpoints.check(parts)
+    if pending:
+        checkpoints.write_stamp(parts)
     done_turns = len(records) - sum(len(batches[i]) for i in pending)
     per_stage = sys.stderr.isatty()  # a bar per stage on a terminal; one bar, printed every 30 s, in logs
     bars = ([tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")
@@ -194,6 +252,7 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
             notes[note] = notes.get(note, 0) + 1
     manifest: dict[str, Any] = {
         "run_name": config.name, "run_type": config.run_type, "year": topics.year, "turns": len(records),
+        "turns_without_passages": sum(not record.ranking for record in records),
         "config": config.raw, "config_file": str(config.path) if config.path else None,
         "topics": str(topics.path) if topics.path else None, "index": str(index) if index else None,
         "index_manifest": json.loads(index_manifest.read_text()) if index_manifest and index_manifest.exists() else None,

@@ -72,3 +72,21 @@ class Run:
     def trec_ranking(self) -> dict[str, dict[str, float]]:
         """``{qid: {passage_id: score}}`` as the organizers derive the TREC run from the JSON."""
         return {t.turn_id: dict(t.ranking()) for t in self.turns}
+
+
+def strictly_decreasing(ranking: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The ranking with strictly decreasing scores, its order kept: a score that ties or exceeds the one above
+    is lowered to the next float32 below it (the organizers read scores as float32; trec_eval re-sorts ties by
+    id, so a tie would let it evaluate another order than the run's)."""
+    import numpy as np
+
+    result: list[tuple[str, float]] = []
+    above = np.float32(np.inf)
+    for pid, score in ranking:
+        single = np.float32(score)
+        if single >= above:
+            single = np.nextafter(above, np.float32(-np.inf))
+            score = float(single)
+        result.append((pid, score))
+        above = single
+    return result

@@ -1,0 +1,95 @@
+"""What a run's checkpoints belong to: a digest per input that changes outputs.
+
+``parts`` names each input (config, prompts, topics, index, ikatkit version, threads, each model's identity),
+so a refused resume says what changed. Model identity: a local file or folder (``bundled:*`` included) by its
+content, a hub id by the revision in the local Hugging Face cache, an OpenAI-compatible model by name and
+server; LoRA adapters by their content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from ikatkit import __version__
+from ikatkit.digest import tree_digest
+from ikatkit.models import resolve_model
+
+
+def _sha(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def prompts_digest() -> str:
+    """Every prompt file's name and text."""
+    folder = files("ikatkit.llm") / "prompts"
+    return _sha({p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir(), key=lambda p: p.name)
+                 if p.name.endswith(".txt")})
+
+
+def model_identity(model: str, memo: Path | None = None, revision: str | None = None) -> str:
+    """A local model by content; a hub id by its cached revision (or the one the config pins)."""
+    path = Path(resolve_model(model))
+    if path.exists():
+        return "sha256:" + tree_digest(path, memo)
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(model, "config.json", revision=revision)
+    except Exception:  # not a valid repo id: the loader will say so
+        found = None
+    if isinstance(found, str):
+        return f"hub:{model}@{Path(found).parent.name}"
+    return f"hub:{model}@{revision or 'not in the local cache'}"
+
+
+def resource_identity(spec: dict[str, Any], memo: Path | None = None) -> dict[str, str]:
+    """The identity of a resource's model (and adapter); empty for resources without one (BM25)."""
+    identity: dict[str, str] = {}
+    if isinstance(spec.get("model"), str):
+        if spec.get("backend") == "openai":
+            identity["model"] = f"openai:{spec['model']}@{spec.get('base_url', 'api.openai.com')}"
+        else:
+            identity["model"] = model_identity(spec["model"], memo, spec.get("revision"))
+    if isinstance(spec.get("adapter"), str):
+        adapter = Path(spec["adapter"])
+        identity["adapter"] = "sha256:" + tree_digest(adapter, memo) if adapter.exists() else f"missing:{adapter}"
+    return identity
+
+
+def threads(uses_torch: bool) -> dict[str, int]:
+    """The thread counts that change scores in the last bits (torch's; the CPUs OpenVINO uses)."""
+    found = {"cpus": len(os.sched_getaffinity(0))}
+    if uses_torch:
+        import torch
+
+        found["torch"] = torch.get_num_threads()
+    return found
+
+
+def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]], year: int,
+                      index: str | Path | None, memo: Path | None = None, models: bool = True) -> dict[str, str]:
+    """A digest per input that changes a run's outputs; ``models=False`` leaves out the (slower) model identities."""
+    resources = raw_config.get("resources", {})
+    manifest = Path(index) / "manifest.json" if index else None
+    parts = {
+        "config": _sha(raw_config),
+        "prompts": prompts_digest(),
+        "topics": _sha({"year": year, "records": records}),
+        "index": _sha(manifest.read_text(encoding="utf-8") if manifest and manifest.exists() else str(index)),
+        "ikatkit": __version__,
+        "threads": _sha(threads(any(spec.get("kind") != "bm25" for spec in resources.values()))),
+    }
+    for name, spec in sorted(resources.items()) if models else ():
+        identity = resource_identity(spec, memo)
+        if identity:
+            parts[f"resource {name}"] = _sha(identity)
+    return parts
+
+
+def fingerprint(parts: dict[str, str]) -> str:
+    return _sha(parts)

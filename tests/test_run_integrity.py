@@ -1,0 +1,387 @@
+"""Run integrity (issue 14): stage contracts and config checks at load, candidates keyed by retriever and query,
+one writer per output folder, fingerprints that cover every input, written scores strictly decreasing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ikatkit.errors import IkatError
+from ikatkit.pipelines import load_config, run_pipeline
+from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.stages import INITIAL_FIELDS, STAGES
+from ikatkit.topics import load_topics
+
+BM25_ONLY = """
+name = "bm25-extractive"
+run_type = "manual"
+batch_size = 4
+
+[resources.bm25]
+kind = "bm25"
+
+[[stages]]
+stage = "manual_query"
+
+[[stages]]
+stage = "gold_ptkb"
+
+[[stages]]
+stage = "retrieve"
+k = 20
+expand_ptkb = false
+
+[[stages]]
+stage = "respond"
+task = "extractive"
+"""
+
+GTR_HEAD = """
+name = "gtr"
+[resources.llm]
+kind = "llm"
+model = "bundled:smollm2"
+[resources.bm25]
+kind = "bm25"
+[[stages]]
+stage = "generate_answer"
+[[stages]]
+stage = "generate_queries"
+[[stages]]
+stage = "retrieve"
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def topics(ikat2023):
+    return load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
+
+
+# --- stage contracts ---------------------------------------------------------------------------------------------
+
+def test_every_stage_declares_record_fields():
+    fields = {f.name for f in dataclasses.fields(TurnRecord)}
+    assert set(INITIAL_FIELDS) <= fields
+    for cls in STAGES.values():
+        assert isinstance(cls.requires, tuple) and isinstance(cls.provides, tuple), cls.name
+        assert set(cls.requires) | set(cls.provides) <= fields, cls.name
+        assert cls.provides or getattr(cls, "single_list_provides", ()), cls.name
+
+
+@pytest.mark.parametrize("stages, message", [
+    # manual_query -> respond: no retrieve; today 332 empty turns called valid
+    ('[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "gold_ptkb"\n'
+     '[[stages]]\nstage = "respond"\ntask = "extractive"\n',
+     r"\(stages\[2\] \(respond\)\): stage 'respond' needs 'ranking', which no earlier stage provides — "
+     r"fix: put one of \['fuse', 'rerank', 'retrieve'\] before it"),
+    # two retrieve stages and no fuse: two lists per turn
+    ('[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "gold_ptkb"\n'
+     '[[stages]]\nstage = "retrieve"\nsearcher = "bm25"\n[[stages]]\nstage = "retrieve"\nsearcher = "bm25"\n'
+     '[[stages]]\nstage = "respond"\ntask = "extractive"\n',
+     r"stages\[4\] \(respond\)\): stage 'respond' needs 'ranking', which no earlier stage provides \(each turn "
+     r"has several candidate lists: generated queries or several retrieve stages\) — fix: put 'fuse' before it"),
+    # rerank before anything retrieved
+    ('[[stages]]\nstage = "raw_query"\n[[stages]]\nstage = "rerank"\n',
+     r"stage 'rerank' needs 'candidates'"),
+])
+def test_stage_order_is_checked_at_load(tmp_path, stages, message):
+    head = 'name = "x"\n[resources.bm25]\nkind = "bm25"\n[resources.minilm]\nkind = "bi-encoder"\nmodel = "m"\n'
+    with pytest.raises(IkatError, match=message):
+        load_config(_write(tmp_path, head + stages))
+
+
+def test_gtr_without_fuse_and_ptkb_after_respond_are_rejected(tmp_path):
+    respond = '[[stages]]\nstage = "respond"\ntask = "gtr_response"\n'
+    with pytest.raises(IkatError, match=r"stage 'respond' needs 'ranking'.*several candidate lists"):
+        load_config(_write(tmp_path, GTR_HEAD + '[[stages]]\nstage = "classify_ptkb"\n' + respond))
+    fuse = '[[stages]]\nstage = "fuse"\n'
+    with pytest.raises(IkatError, match=r"stage 'respond' needs 'ptkb', which no earlier stage provides — fix: "
+                                        r"put one of \['classify_ptkb', 'gold_ptkb', 'rank_ptkb'\] before it"):
+        load_config(_write(tmp_path, GTR_HEAD + fuse + respond + '[[stages]]\nstage = "classify_ptkb"\n'))
+    config = load_config(_write(tmp_path, GTR_HEAD + fuse + '[[stages]]\nstage = "classify_ptkb"\n' + respond))
+    assert [s["stage"] for s in config.stages][-3:] == ["fuse", "classify_ptkb", "respond"]
+
+
+# --- config checks at load ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("edit, message", [
+    (("k = 20", 'k = "ten"'), r"\(stages\[2\]\.k\): k = 'ten' is not of type int — fix: give k a value of type int"),
+    (("k = 20", "kk = 5"), r"\(stages\[2\]\.kk\): unknown option 'kk' — fix: use only \['expand_ptkb', 'k'\]"),
+    (("expand_ptkb = false", "expand_ptkb = 1"), r"\(stages\[2\]\.expand_ptkb\): expand_ptkb = 1 is not of type bool"),
+    (("batch_size = 4", "batch_size = 0"), r"\(batch_size\): batch_size = 0 is not a positive integer"),
+    (("batch_size = 4", 'batch_size = "4"'), r"\(batch_size\): batch_size = '4' is not a int"),
+    (('task = "extractive"', 'task = "rtg_response"'),
+     r"\(stages\[3\] \(respond\)\): task 'rtg_response' needs an LLM and the config declares none"),
+    (('task = "extractive"', 'task = "rtg_responce"'), r"\(stages\[3\] \(respond\)\): unknown task 'rtg_responce'"),
+    (('kind = "bm25"', 'kind = "bm52"'),
+     r"\(resources\.bm25\.kind\): resource 'bm25' has unknown kind 'bm52' — fix: use one of \['llm', 'bi-encoder'"),
+    (('kind = "bm25"', 'kind = "bm25"\nk1 = "high"'), r"\(resources\.bm25\.k1\): k1 = 'high' is not of type float"),
+    (('kind = "bm25"', 'kind = "bm25"\nkl = 0.9'), r"\(resources\.bm25\.kl\): unknown option 'kl' — fix: use only \['b', 'k1', 'rm3'"),
+    (('run_type = "manual"', 'run_type = "manuel"'), r"\(run_type\): unknown run_type 'manuel'"),
+    (('name = "bm25-extractive"', 'name = "bm25-extractive"\nbatchsize = 4'), r"\(batchsize\): unknown key 'batchsize'"),
+])
+def test_config_mistakes_are_one_clear_error_at_load(tmp_path, edit, message):
+    path = _write(tmp_path, BM25_ONLY.replace(*edit))
+    with pytest.raises(IkatError, match=r"config\.toml " + message):
+        load_config(path)
+
+
+def test_a_bad_config_fails_before_any_index_or_model_opens(tmp_path, topics):
+    path = _write(tmp_path, BM25_ONLY.replace("k = 20", 'k = "ten"'))
+    with pytest.raises(IkatError, match="is not of type int"):
+        run_pipeline(path, topics, tmp_path / "out", index=tmp_path / "no-index")  # no index: it never opened
+    assert not (tmp_path / "out").exists()
+
+
+def test_shipped_configs_pass_the_checks():
+    for path in sorted(Path(__file__).resolve().parents[1].glob("configs/*.toml")):
+        load_config(path)
+
+
+# --- candidates keyed by retriever and query; rerank and fuse over them -----------------------------------------
+
+TWO_RETRIEVERS = """
+name = "two-retrievers"
+run_type = "manual"
+batch_size = 8
+
+[resources.minilm]
+kind = "bi-encoder"
+model = "bundled:minilm"
+
+[resources.bm25]
+kind = "bm25"
+
+[resources.bm25_flat]
+kind = "bm25"
+k1 = 1.2
+b = 0.75
+
+[[stages]]
+stage = "manual_query"
+
+[[stages]]
+stage = "gold_ptkb"
+
+[[stages]]
+stage = "retrieve"
+searcher = "bm25"
+k = 10
+expand_ptkb = false
+
+[[stages]]
+stage = "retrieve"
+searcher = "bm25_flat"
+k = 8
+expand_ptkb = false
+
+[[stages]]
+stage = "rerank"
+ranker = "minilm"
+searcher = "bm25"
+
+[[stages]]
+stage = "fuse"
+method = "rrf"
+
+[[stages]]
+stage = "respond"
+task = "extractive"
+searcher = "bm25"
+"""
+
+
+def test_two_retrievers_keep_their_own_candidates(tmp_path, topics, passages_index):
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.retrieve.fusion import rrf
+
+    outcome = run_pipeline(_write(tmp_path, TWO_RETRIEVERS), topics, tmp_path / "run", index=passages_index,
+                           cache_dir=tmp_path / "cache")
+    record = outcome.records[2]
+    query = record.resolved_utterance
+    assert list(record.candidates) == [f"bm25\t{query}", f"bm25_flat\t{query}"]
+    for key, k, (k1, b) in ((f"bm25\t{query}", 10, (0.9, 0.4)), (f"bm25_flat\t{query}", 8, (1.2, 0.75))):
+        hits = Bm25Searcher(passages_index, k1, b).batch_search({"q": query}, k)["q"]
+        assert record.candidates[key] == [(h.docid, float(h.score)) for h in hits]
+        assert {pid for pid, _ in record.reranked[key]} == {pid for pid, _ in record.candidates[key]}
+    assert record.ranking == rrf(list(record.reranked.values()), 1000)
+    assert outcome.valid is True
+    back = TurnRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert back.candidates == record.candidates  # the keys round-trip through checkpoints
+
+
+# --- one writer per --out; the fingerprint written only before the first batch -----------------------------------
+
+def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, topics, passages_index):
+    config = _write(tmp_path, BM25_ONLY)
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from ikatkit.pipelines.runner import "
+         "run_lock\nwith run_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(120)", str(out)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for restart in (False, True):
+            with pytest.raises(IkatError, match=rf"another run is writing this folder \(process {holder.pid} on "):
+                run_pipeline(config, topics, out, index=passages_index, restart=restart)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert f"process {holder.pid} " in (out / "run.lock").read_text()  # left behind by a killed run
+    outcome = run_pipeline(config, topics, out, index=passages_index)
+    assert outcome.valid is True and outcome.batches_done_now == 2
+
+
+def test_fingerprint_only_before_the_first_batch_and_unstamped_checkpoints_refused(tmp_path, topics,
+                                                                                   passages_index):
+    config = _write(tmp_path, BM25_ONLY)
+    out = tmp_path / "out"
+    with pytest.raises(IkatError, match="no-index"):  # fails while opening the index: no batch ran
+        run_pipeline(config, topics, out, index=tmp_path / "no-index")
+    assert not (out / "checkpoints" / "fingerprint.json").exists()
+    other = _write(tmp_path, BM25_ONLY.replace("k = 20", "k = 10"), "other.toml")
+    first = run_pipeline(other, topics, out, index=passages_index)  # the corrected command is not blocked
+    assert {len(t.responses[0].passages) for t in first.run.turns} == {10}
+    stamp = json.loads((out / "checkpoints" / "fingerprint.json").read_text())
+    assert set(stamp["parts"]) == {"config", "prompts", "topics", "index", "ikatkit", "threads"}
+    copied = tmp_path / "copied"
+    (copied / "checkpoints").mkdir(parents=True)
+    for batch in (out / "checkpoints").glob("batch-*.json"):
+        (copied / "checkpoints" / batch.name).write_bytes(batch.read_bytes())
+    with pytest.raises(IkatError, match="checkpoints without a fingerprint"):
+        run_pipeline(config, topics, copied, index=passages_index)
+    assert run_pipeline(config, topics, copied, index=passages_index, restart=True).batches_done_now == 2
+
+
+def test_a_resume_after_a_prompt_edit_is_refused(tmp_path, topics, passages_index, monkeypatch):
+    from importlib.resources import files
+
+    import ikatkit.pipelines.fingerprint as fp
+
+    prompts = tmp_path / "pkg" / "prompts"
+    prompts.mkdir(parents=True)
+    for prompt in (files("ikatkit.llm") / "prompts").iterdir():
+        (prompts / prompt.name).write_text(prompt.read_text(encoding="utf-8"))
+    monkeypatch.setattr(fp, "files", lambda package: tmp_path / "pkg")
+    config = _write(tmp_path, BM25_ONLY)
+    with pytest.raises(IkatError, match="rerun to resume"):
+        run_pipeline(config, topics, tmp_path / "out", index=passages_index, max_batches=1)
+    (prompts / "rtg_response.txt").write_text((prompts / "rtg_response.txt").read_text() + "\nBe brief.\n")
+    with pytest.raises(IkatError, match="holds checkpoints of another prompts — fix: use a new --out"):
+        run_pipeline(config, topics, tmp_path / "out", index=passages_index)
+
+
+def test_run_reports_turns_without_passages(tmp_path, topics, passages_index):
+    config = _write(tmp_path, BM25_ONLY.replace('stage = "manual_query"', 'stage = "raw_query"'))
+    outcome = run_pipeline(config, topics, tmp_path / "out", index=passages_index)
+    manifest = json.loads(outcome.manifest_file.read_text())
+    empty = [r.qid for r in outcome.records if not r.ranking]
+    assert manifest["turns_without_passages"] == len(empty)
+    assert ("WARNING" in outcome.summary()) == bool(empty)
+
+
+# --- fingerprint parts, each ----------------------------------------------------------------------------------------
+
+def _parts(raw, records, index=None, memo=None):
+    from ikatkit.pipelines.fingerprint import fingerprint_parts
+
+    return fingerprint_parts(raw, records, 2023, index, memo)
+
+
+def test_each_input_changes_its_fingerprint_part(tmp_path, monkeypatch):
+    import torch
+
+    import ikatkit.pipelines.fingerprint as fp
+
+    raw = {"name": "x", "stages": [], "resources": {"llm": {"kind": "llm", "model": str(tmp_path / "model"),
+                                                             "adapter": str(tmp_path / "adapter")}}}
+    for folder in ("model", "adapter"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "weights.bin").write_bytes(b"\x00" * 64)
+    records = [{"qid": "9-1_1", "utterance": "hi"}]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"counts": {"passages": len(name)}, "id": name}))
+    base = _parts(raw, records, tmp_path / "a")
+
+    def changed(**new) -> set[str]:
+        now = _parts(new.get("raw", raw), new.get("records", records), new.get("index", tmp_path / "a"))
+        return {k for k in base.keys() | now.keys() if base.get(k) != now.get(k)}
+
+    assert changed() == set()
+    assert changed(raw={**raw, "batch_size": 8}) == {"config"}
+    assert changed(records=[{"qid": "9-1_1", "utterance": "hi!"}]) == {"topics"}
+    assert changed(index=tmp_path / "b") == {"index"}
+    (tmp_path / "model" / "weights.bin").write_bytes(b"\x01" * 64)
+    assert changed() == {"resource llm"}
+    base = _parts(raw, records, tmp_path / "a")
+    (tmp_path / "adapter" / "weights.bin").write_bytes(b"\x01" * 64)
+    assert changed() == {"resource llm"}
+    base = _parts(raw, records, tmp_path / "a")
+    monkeypatch.setattr(fp, "__version__", "9.9.9")
+    assert changed() == {"ikatkit"}
+    monkeypatch.undo()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads > 1 else 2)
+        assert changed() == {"threads"}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_model_identity_of_hub_ids_is_the_cached_revision(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    from ikatkit.pipelines.fingerprint import model_identity
+
+    snapshot = tmp_path / "models--org--model" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--org--model" / "refs").mkdir()
+    (tmp_path / "models--org--model" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert model_identity("org/model") == "hub:org/model@0123abcd"
+    assert model_identity("org/absent") == "hub:org/absent@not in the local cache"
+
+
+def test_bundled_model_identity_is_its_content_and_memoized(tmp_path):
+    import hashlib
+
+    from ikatkit.models import resolve_model
+    from ikatkit.pipelines.fingerprint import model_identity
+
+    gguf = Path(resolve_model("bundled:smollm2"))
+    expected = hashlib.sha256(f"{gguf.name}\0{hashlib.sha256(gguf.read_bytes()).hexdigest()}\n".encode())
+    assert model_identity("bundled:smollm2", tmp_path) == "sha256:" + expected.hexdigest()
+    assert len(list(tmp_path.glob("*.sha256"))) == 1
+    assert model_identity("bundled:smollm2", tmp_path) == "sha256:" + expected.hexdigest()
+
+
+# --- written runs: strictly decreasing scores --------------------------------------------------------------------
+
+def test_written_scores_strictly_decrease_in_rank_order_even_as_float32():
+    import numpy as np
+
+    from ikatkit.runs.model import strictly_decreasing
+
+    ranking = [("d", 0.5), ("c", 0.5), ("b", 0.5), ("a", 0.4), ("e", 0.4000000001), ("f", 0.1)]
+    fixed = strictly_decreasing(ranking)
+    assert [pid for pid, _ in fixed] == ["d", "c", "b", "a", "e", "f"]
+    single = [np.float32(s) for _, s in fixed]
+    assert all(x > y for x, y in zip(single, single[1:]))
+    assert fixed[0] == ("d", 0.5) and fixed[5] == ("f", 0.1)  # scores that do not tie are kept as they are
+    assert fixed[1][1] == float(np.nextafter(np.float32(0.5), np.float32(0)))
