@@ -3,8 +3,9 @@ them, plus what their validators miss.
 
 The organizers' validators (irlabamsterdam/iKAT: 2023 and 2024 ``scripts/run_validation``, 2025
 ``scripts/validate_trec_ikat25.py``) treat most problems as warnings and abort on a few (bad structure,
-wrong turn set, 2024 PTKB keys out of range, more warnings than ``max_warnings``: 25 in 2023, 2000 in
-2024). Added here: ranks that really increase (theirs never updates the previous rank), duplicate
+wrong turn set, 2023 PTKB provenance with an empty or unknown id or another text, 2024 PTKB keys out of
+range, more warnings than ``max_warnings``: 2000 in 2023 and 2024, their final default since commit f541ea4;
+warnings are counted per response, as theirs are). Added here: a run with no passage in any turn, ranks that really increase (theirs never updates the previous rank), duplicate
 passages within a response, NaN/inf scores, PTKB key 0 (2024 lets it pass), citations outside the
 references, over 1000 references, unknown and missing turns in every year, and passage ids checked
 against an id file, the organizers' hash file, or a Lucene index.
@@ -59,6 +60,8 @@ RULES: dict[str, Rule] = {
     "bad-run-type": Rule({2023: W, 2024: W, 2025: E}, "run type not allowed this year",
                          "use one of the template's run types"),
     "no-turns": Rule(E, "the run has no turns", "write one entry per turn of the topics"),
+    "empty-run": Rule(E, "no turn has a passage (or, in a response-only run, a response text)",
+                      "check the pipeline: its retrieval produced nothing"),
     "bad-turn-id": Rule({2023: W, 2024: E, 2025: E}, "malformed turn id", "turn ids look like 9-1_3"),
     "unknown-turn": Rule(E, "turn not in the topics", "use the turn ids of this year's test topics"),
     "duplicate-turn": Rule(E, "turn appears more than once", "write each turn once, with all its responses"),
@@ -83,10 +86,13 @@ RULES: dict[str, Rule] = {
     "citation-not-in-references": Rule(E, "citation not among the turn's references",
                                        "add every cited passage to the references"),
     "no-ptkb": Rule(W, "no PTKB provenance", "list the PTKB statements the response uses"),
+    "empty-ptkb-id": Rule(E, "PTKB provenance without an id (the organizers abort)",
+                          "give every PTKB provenance its key in the conversation's PTKB"),
     "ptkb-key-zero": Rule(E, "PTKB key 0 (keys start at 1)", "use the PTKB's keys as in the topics"),
-    "unknown-ptkb": Rule({2023: W, 2024: E, 2025: W}, "PTKB statement not in the conversation's PTKB",
+    "unknown-ptkb": Rule({2023: E, 2024: E, 2025: W}, "PTKB statement not in the conversation's PTKB",
                          "cite the conversation's own PTKB statements (2025: their exact text)"),
-    "ptkb-text-mismatch": Rule(W, "PTKB text differs from the topics' statement", "copy the statement text exactly"),
+    "ptkb-text-mismatch": Rule(E, "PTKB text differs from the topics' statement (the organizers abort)",
+                               "copy the statement text exactly"),
     "ptkb-score-not-decreasing": Rule(W, "PTKB scores increase down the list",
                                       "sort PTKB provenance by descending score"),
     "too-many-warnings": Rule(E, "more warnings than the organizers' validator allows",
@@ -307,6 +313,10 @@ class _RunChecks:
         missing = [q for q in self.topics.qids if q not in seen]
         for qid in missing:
             self.c.add("missing-turn", qid)
+        responses = [r for t in self.run.turns for r in t.responses]
+        if self.run.turns and not any(r.passages for r in responses) and (
+                self.run.run_type not in RESPONSE_ONLY_TYPES or not any(r.text.strip() for r in responses)):
+            self.c.add("empty-run", example=f"{len(self.run.turns)} turns")
 
     def check_run(self) -> None:
         if self.official and not self.run.run_name:
@@ -391,6 +401,9 @@ class _RunChecks:
             if self.year == 2025:
                 if not ref.key:
                     self.c.add("unknown-ptkb", qid, f"{qid}: {ref.text[:60]!r}")
+                continue
+            if not ref.key.strip() and self.year == 2023:
+                self.c.add("empty-ptkb-id", qid, f"{qid}: PTKB provenance without an id")
                 continue
             if ref.key.strip() == "0":
                 self.c.add("ptkb-key-zero", qid, f"{qid}: key 0")
