@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -101,11 +103,14 @@ def _run_eval(args: argparse.Namespace) -> int:
     from ikatkit.evaluate.ptkb import evaluate_ptkb
 
     if args.ptkb:
-        from ikatkit.runs.io import read_run
+        from ikatkit.runs.io import load_records, read_run
         from ikatkit.topics import load_topics
 
         topics = load_topics(args.topics) if args.topics else None
-        result = evaluate_ptkb(read_run(args.run, topics=topics), args.qrels, args.measures, missing=args.missing)
+        run = read_run(args.run, topics=topics)
+        if load_records(args.run)[0] == "dict":  # {qid: {ptkb_key: score}}: the keys are PTKB keys
+            run = {t.turn_id: dict(t.ranking()) for t in run.turns}
+        result = evaluate_ptkb(run, args.qrels, args.measures, missing=args.missing)
     else:
         result = evaluate(args.run, args.qrels, args.measures, missing=args.missing)
     text = (json.dumps(result.to_json(args.per_query), indent=2) + "\n" if args.format == "json"
@@ -353,10 +358,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
     except IkatError as err:
         print(f"ikatkit: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left (`ikatkit index get ... | head`): end quietly, as a killed `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

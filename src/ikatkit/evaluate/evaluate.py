@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import ir_measures
 
-from ikatkit.evaluate.measures import TRACK_MEASURES, parse_measures
+from ikatkit.errors import IkatError
+from ikatkit.evaluate.measures import TRACK_MEASURES, TREC_EVAL_CUTS, parse_measures
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.runs.model import Run
 
@@ -53,18 +55,29 @@ def rankings_of(run: Run | Rankings | str | Path) -> Rankings:
 def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path, measures: list[str] | tuple[str, ...] | None = None,
              missing: str = "skip") -> EvalResult:
     """Evaluate over the judged turns the run answers (as trec_eval does); ``missing="zero"`` also counts the
-    judged turns the run lacks, with 0 for every measure."""
+    judged turns the run lacks, with 0 for every measure. trec_eval names with a cut (``mrr_10``, ``ndcg_cut_5``)
+    see each turn's ranking cut at N in its own order first. A run that answers no judged turn is an error."""
     rankings = rankings_of(run)
     qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
-    names = list(measures or TRACK_MEASURES)
+    names = list(dict.fromkeys(measures or TRACK_MEASURES))
     parsed = parse_measures(names)
-    label = dict(zip(map(str, parsed), names))
     judged = list(qrels)
     evaluated = [q for q in rankings if q in qrels and rankings[q]]
+    if not evaluated:
+        raise IkatError(f"the run ranks nothing for any of the {len(judged)} judged turns",
+                        fix="check that the run and the qrels are of the same year and kind (passages or PTKB)")
     per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
-    for metric in ir_measures.iter_calc(parsed, qrels, {q: rankings[q] for q in evaluated}):
-        if metric.query_id in per_query:  # ir-measures also reports judged turns the run lacks
-            per_query[metric.query_id][label[str(metric.measure)]] = float(metric.value)
+    groups: dict[int | None, list[tuple[str, Any]]] = {}
+    for name, measure in zip(names, parsed):
+        groups.setdefault(TREC_EVAL_CUTS.get(name), []).append((name, measure))
+    for cut, items in groups.items():
+        ranked = {q: dict(islice(rankings[q].items(), cut)) if cut else rankings[q] for q in evaluated}
+        unique = list({str(m): m for _, m in items}.values())
+        for metric in ir_measures.iter_calc(unique, qrels, ranked):
+            if metric.query_id in per_query:  # ir-measures also reports judged turns the run lacks
+                for name, measure in items:
+                    if str(measure) == str(metric.measure):
+                        per_query[metric.query_id][name] = float(metric.value)
     lacking = [q for q in judged if q not in per_query]
     if missing == "zero":
         for q in lacking:

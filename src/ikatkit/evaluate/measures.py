@@ -16,8 +16,15 @@ TREC_EVAL_NAMES = {
     **{f"ndcg_cut_{k}": f"nDCG@{k}" for k in (3, 5, 10, 15, 20, 30, 100, 200, 500, 1000)},
     **{f"recall_{k}": f"R(rel=2)@{k}" for k in (5, 10, 15, 20, 30, 100, 200, 500, 1000)},
     **{f"P_{k}": f"P(rel=2)@{k}" for k in (5, 10, 20)},
-    "mrr_10": "RR(rel=2)@10", "mrr_1000": "RR(rel=2)", "map": "AP(rel=2)",
+    "mrr_10": "RR(rel=2)", "mrr_1000": "RR(rel=2)", "map": "AP(rel=2)",  # mrr_10: cut first (TREC_EVAL_CUTS)
 }
+
+# ``mrr_N`` is no trec_eval measure: published iKAT figures compute it as trec_eval's recip_rank over the run cut
+# at N in its own rank order, so a tie across rank N does not pull a lower-ranked passage in (ir-measures'
+# RR@N sorts ties by ascending id, recip_rank by descending id). The other trec_eval
+# names cut as trec_eval does (sort by score, ties by id, then cut): the reference run's published ndcg_cut_20
+# reproduces only that way. ir-measures names keep ir-measures semantics.
+TREC_EVAL_CUTS = {"mrr_10": 10}
 
 
 def parse_measures(names: tuple[str, ...] | list[str]) -> list:

@@ -28,8 +28,7 @@ def run_demo(config: str | Path, out: str | Path) -> int:
     outcome = run_pipeline(config, data / "topics.json", out / "run", index=index, cache_dir=out / "cache")
     print(outcome.summary())
     passages = evaluate(outcome.run, load_qrels(data / "qrels.txt"))
-    rankings = {t.turn_id: {p.key: p.score for p in t.responses[0].ptkb} for t in outcome.run.turns}
-    ptkb = evaluate_ptkb(rankings, load_qrels(data / "ptkb_qrels.txt"))
+    ptkb = evaluate_ptkb(outcome.run, load_qrels(data / "ptkb_qrels.txt"))
     write_json(out / "evaluation.json", {"passages": passages.mean, "ptkb": ptkb.mean,
                                          "per_query": passages.per_query})
     print("passage ranking: " + ", ".join(f"{m} {v:.4f}" for m, v in passages.mean.items()))
