@@ -46,6 +46,17 @@ def test_transformers_backend_is_deterministic_and_cached(smollm2):
         smollm2.chat([QUESTION], top_k=3)
 
 
+def test_samples_are_seeded_and_cached_one_entry_each(smollm2):
+    before = len(list(smollm2.cache.folder.rglob("*.json")))
+    samples = smollm2.samples([QUESTION], 2, temperature=1.0, seed=3, max_new_tokens=6)[0]
+    assert len(list(smollm2.cache.folder.rglob("*.json"))) == before + 2  # n samples, n entries
+    cache, smollm2.cache = smollm2.cache, None
+    try:  # the seed and the sample index fix each draw
+        assert smollm2.samples([QUESTION], 2, temperature=1.0, seed=3, max_new_tokens=6)[0] == samples
+    finally:
+        smollm2.cache = cache
+
+
 def test_lora_adapter_changes_outputs(smollm2, tmp_path):
     import torch
     from peft import LoraConfig, get_peft_model

@@ -88,8 +88,10 @@ class TransformersLLM(LLM):
         import torch
 
         temperature = params["temperature"]
-        sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": params["top_p"]} if temperature > 0 else {
             "do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        if temperature > 0:  # sample i of seed s draws from its own generator state
+            torch.manual_seed(params["seed"] * 1_000_003 + params["sample"])
         results: list[tuple[str, int, int]] = []
         for start in range(0, len(batch), self.batch_size):
             texts = [self.prompt_text(m) for m in batch[start: start + self.batch_size]]

@@ -48,13 +48,21 @@ class OpenAILLM(LLM):
         """The server is part of the cache key: one model name can mean different models on different servers."""
         return {"base_url": self.where}
 
+    @staticmethod
+    def _sampling(params: dict[str, Any]) -> dict[str, Any]:
+        """top_p and a seed per sample when sampling (servers that ignore the seed still vary the samples)."""
+        if params["temperature"] <= 0:
+            return {}
+        return {"top_p": params["top_p"], "seed": params["seed"] * 1_000_003 + params["sample"]}
+
     def _one(self, messages: Messages, params: dict[str, Any]) -> tuple[str, int, int]:
         errors = self.errors
         for attempt in range(self.max_retries + 1):
             try:
                 reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
                                                             max_tokens=params["max_new_tokens"],
-                                                            temperature=params["temperature"])
+                                                            temperature=params["temperature"],
+                                                            **self._sampling(params))
                 usage = reply.usage
                 return ((reply.choices[0].message.content or "").strip(),
                         usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)

@@ -1,0 +1,59 @@
+"""LLM cache keys (issue 14): sampling parameters, the sample index and seed, and the adapter's content.
+
+With a unit-test double; tests/test_llm.py samples the bundled SmolLM2 for real."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ikatkit.llm.base import LLM, Messages
+
+QUESTION = [{"role": "user", "content": "Name one city in France."}]
+
+
+class Counting(LLM):
+    """A unit-test double: each generation returns a new text, so a cache hit is visible."""
+
+    backend = "counting"
+
+    def __init__(self, model: str, **options: Any) -> None:
+        super().__init__(model, **options)
+        self.generated = 0
+
+    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
+        self.generated += len(batch)
+        return [(f"output {self.generated}", 1, 1) for _ in batch]
+
+
+def test_greedy_keys_ignore_sampling_parameters_and_keep_old_entries(tmp_path):
+    llm = Counting("m", cache_dir=str(tmp_path))
+    key = llm._key(QUESTION, llm.params)
+    for change in ({"top_p": 0.5}, {"seed": 7}, {"sample": 3}):
+        assert llm._key(QUESTION, {**llm.params, **change}) == key  # greedy: one output whatever they are
+    from ikatkit.llm.cache import cache_key
+
+    before = cache_key(backend="counting", model="m", adapter=None, options={}, messages=QUESTION,
+                       params={"max_new_tokens": 128, "temperature": 0.0})  # the key of earlier versions
+    assert key == before
+
+
+def test_sampled_keys_cover_top_p_seed_and_sample_index(tmp_path):
+    llm = Counting("m", temperature=0.7, cache_dir=str(tmp_path))
+    keys = {llm._key(QUESTION, {**llm.params, **change})
+            for change in ({}, {"top_p": 0.5}, {"seed": 7}, {"sample": 1}, {"temperature": 0.8})}
+    assert len(keys) == 5
+    assert llm.samples([QUESTION], 3) == [["output 1", "output 2", "output 3"]]
+    assert len(list(tmp_path.rglob("*.json"))) == 3  # n samples are n entries
+    assert llm.samples([QUESTION], 3) == [["output 1", "output 2", "output 3"]] and llm.generated == 3
+
+
+def test_adapter_keys_follow_its_content_not_its_path(tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights v1")
+    first = Counting("m", adapter=str(adapter), cache_dir=str(tmp_path / "cache"))
+    assert first.chat([QUESTION]) == ["output 1"]
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights v2")  # retrained into the same folder
+    second = Counting("m", adapter=str(adapter), cache_dir=str(tmp_path / "cache"))
+    assert second._key(QUESTION, second.params) != first._key(QUESTION, first.params)
+    assert second.chat([QUESTION]) == ["output 1"] and second.stats["misses"] == 1  # generated anew
