@@ -84,7 +84,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     for name, help_text in (("eval", "evaluate a run's passage ranking against qrels (ir-measures)"),
                             ("eval-ptkb", "evaluate a run's PTKB provenance ranking against PTKB qrels")):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("run", help="official JSON/JSONL run, TREC run, or {qid: {docid: score}} JSON")
+        scores = "{qid: {ptkb_key: score}}" if name == "eval-ptkb" else "{qid: {docid: score}}"
+        p.add_argument("run", help=f"official JSON/JSONL run, TREC run, or {scores} JSON")
         p.add_argument("--qrels", required=True, help="TREC qrels (PTKB qrels for eval-ptkb)")
         p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures)")
         p.add_argument("--per-query", action="store_true", help="also print per-query values")
@@ -133,7 +134,7 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
     ids.add_argument("--index", help="check that every passage exists in this Lucene index")
     ids.add_argument("--ids", help="... or in this id file (one id per line) or hash file (doc_id<TAB>n<TAB>md5)")
     p.add_argument("--max-warnings", type=lambda v: v if v == "official" else int(v),
-                   help="fail above this many warnings; 'official' = the organizers' limit (25 in 2023, 2000 in 2024)")
+                   help="fail above this many warnings; 'official' = the organizers' limit (2000 in 2023 and 2024)")
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.runs.validate import validate_run

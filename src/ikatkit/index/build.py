@@ -16,6 +16,7 @@ written last, so an interrupted build never looks finished and a rebuild of a fi
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -50,6 +51,24 @@ JAVA_COLLECTION = "IkatClueWeb22Collection"  # src/ikatkit/index/IkatClueWeb22Co
 _INDEXED = re.compile(r"indexed:\s+([\d,]+)")
 
 
+def _dies_with_us() -> Callable[[], None]:
+    """A ``preexec_fn`` that has the child killed when this process dies, even by SIGKILL (Linux
+    PR_SET_PDEATHSIG), rather than index on for nobody. ``prctl`` is looked up before the fork: the child of a
+    threaded process (the JVM of a searcher) must not load libraries."""
+    parent = os.getpid()
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return lambda: None
+
+    def set_death_signal() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # we died before that
+            os._exit(1)
+
+    return set_death_signal
+
+
 class Anserini:
     """Anserini's IndexCollection over the JSONL shards in ``shards`` (files or named pipes), in a subprocess.
 
@@ -72,7 +91,7 @@ class Anserini:
         self._out = out or index
         self._log = tempfile.TemporaryFile()
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT, preexec_fn=_dies_with_us())
 
     def alive(self) -> bool:
         """Whether it still runs; raises its error if it has failed."""
