@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -130,9 +129,11 @@ def test_gtr_without_fuse_and_ptkb_after_respond_are_rejected(tmp_path):
     (('kind = "bm25"', 'kind = "bm52"'),
      r"\(resources\.bm25\.kind\): resource 'bm25' has unknown kind 'bm52' — fix: use one of \['llm', 'bi-encoder'"),
     (('kind = "bm25"', 'kind = "bm25"\nk1 = "high"'), r"\(resources\.bm25\.k1\): k1 = 'high' is not of type float"),
-    (('kind = "bm25"', 'kind = "bm25"\nkl = 0.9'), r"\(resources\.bm25\.kl\): unknown option 'kl' — fix: use only \['b', 'k1', 'rm3'"),
+    (('kind = "bm25"', 'kind = "bm25"\nkl = 0.9'),
+     r"\(resources\.bm25\.kl\): unknown option 'kl' — fix: use only \['b', 'k1', 'rm3'"),
     (('run_type = "manual"', 'run_type = "manuel"'), r"\(run_type\): unknown run_type 'manuel'"),
-    (('name = "bm25-extractive"', 'name = "bm25-extractive"\nbatchsize = 4'), r"\(batchsize\): unknown key 'batchsize'"),
+    (('name = "bm25-extractive"', 'name = "bm25-extractive"\nbatchsize = 4'),
+     r"\(batchsize\): unknown key 'batchsize'"),
 ])
 def test_config_mistakes_are_one_clear_error_at_load(tmp_path, edit, message):
     path = _write(tmp_path, BM25_ONLY.replace(*edit))

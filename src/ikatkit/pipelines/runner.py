@@ -61,7 +61,8 @@ class RunOutcome:
                  f"  official run: {self.run_file}", f"  TREC run:     {self.trec_file}",
                  f"  manifest:     {self.manifest_file}"]
         if manifest["turns_without_passages"]:
-            lines.append(f"  WARNING: {manifest['turns_without_passages']} of {manifest['turns']} turns have no passages")
+            lines.append(f"  WARNING: {manifest['turns_without_passages']} of {manifest['turns']} turns "
+                         "have no passages")
         if manifest["notes"]:
             lines.append("  notes: " + "; ".join(f"{n} x{c}" for n, c in manifest["notes"].items()))
         if self.valid is not None:

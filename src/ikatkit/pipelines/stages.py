@@ -17,7 +17,6 @@ from ikatkit.errors import IkatError
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.rank.base import rank_ptkb
 
-
 # Set when a record is made from its turn: every stage may read them.
 INITIAL_FIELDS = ("qid", "utterance", "history", "ptkb_all", "resolved_utterance", "gold_ptkb")
 

@@ -5,10 +5,11 @@ The organizers' validators (irlabamsterdam/iKAT: 2023 and 2024 ``scripts/run_val
 ``scripts/validate_trec_ikat25.py``) treat most problems as warnings and abort on a few (bad structure,
 wrong turn set, 2023 PTKB provenance with an empty or unknown id or another text, 2024 PTKB keys out of
 range, more warnings than ``max_warnings``: 2000 in 2023 and 2024, their final default since commit f541ea4;
-warnings are counted per response, as theirs are). Added here: a run with no passage in any turn, ranks that really increase (theirs never updates the previous rank), duplicate
-passages within a response, NaN/inf scores, PTKB key 0 (2024 lets it pass), citations outside the
-references, over 1000 references, unknown and missing turns in every year, and passage ids checked
-against an id file, the organizers' hash file, or a Lucene index.
+warnings are counted per response, as theirs are). Added here: a run with no passage in any turn, ranks
+that really increase (theirs never updates the previous rank), duplicate passages within a response,
+NaN/inf scores, PTKB key 0 (2024 lets it pass), citations outside the references, over 1000 references,
+unknown and missing turns in every year, and passage ids checked against an id file, the organizers' hash
+file, or a Lucene index.
 
 Problems are grouped by kind, each with the turns it occurs in, so a run with the same problem in every
 turn gives one line, not thousands.
