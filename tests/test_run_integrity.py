@@ -333,6 +333,11 @@ def test_each_input_changes_its_fingerprint_part(tmp_path, monkeypatch):
     (tmp_path / "adapter" / "weights.bin").write_bytes(b"\x01" * 64)
     assert changed() == {"resource llm"}
     base = _parts(raw, records, tmp_path / "a")
+    raw["resources"]["dense"] = {"kind": "dense", "index": str(tmp_path / "b")}
+    base = _parts(raw, records, tmp_path / "a")
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps({"rebuilt": True}))
+    assert changed() == {"resource dense"}
+    base = _parts(raw, records, tmp_path / "a")
     monkeypatch.setattr(fp, "__version__", "9.9.9")
     assert changed() == {"ikatkit"}
     monkeypatch.undo()

@@ -48,13 +48,16 @@ def model_identity(model: str, memo: Path | None = None, revision: str | None = 
 
 
 def resource_identity(spec: dict[str, Any], memo: Path | None = None) -> dict[str, str]:
-    """The identity of a resource's model (and adapter); empty for resources without one (BM25)."""
+    """The identity of a resource's model, adapter and own index; empty for resources without them (BM25)."""
     identity: dict[str, str] = {}
     if isinstance(spec.get("model"), str):
         if spec.get("backend") == "openai":
             identity["model"] = f"openai:{spec['model']}@{spec.get('base_url', 'api.openai.com')}"
         else:
             identity["model"] = model_identity(spec["model"], memo, spec.get("revision"))
+    if isinstance(spec.get("index"), str):  # a resource with its own index (e.g. dense): its manifest
+        manifest = Path(spec["index"]) / "manifest.json"
+        identity["index"] = _sha(manifest.read_text(encoding="utf-8")) if manifest.exists() else spec["index"]
     if isinstance(spec.get("adapter"), str):
         adapter = Path(spec["adapter"])
         identity["adapter"] = "sha256:" + tree_digest(adapter, memo) if adapter.exists() else f"missing:{adapter}"
