@@ -13,8 +13,8 @@ from ikatkit.topics import load_topics
 
 
 @pytest.fixture(scope="module")
-def minilm():
-    return make_ranker("bi-encoder", "bundled:minilm")
+def minilm(tmp_path_factory):
+    return make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path_factory.mktemp("embeddings"))
 
 
 def test_bi_encoder_ranks_and_caches(minilm):
@@ -25,6 +25,39 @@ def test_bi_encoder_ranks_and_caches(minilm):
     again = minilm.score([("I eat no meat", "I'm vegetarian."), ("I eat no meat", "I'm vegetarian.")])
     assert again[0] == ranked[0][1] and minilm.stats["scored"] == before["scored"]
     assert minilm.stats["cache_hits"] == before["cache_hits"] + 2
+
+
+def test_bi_encoder_batches_give_each_text_its_own_bits(minilm, ikat2023):
+    """Real passages and queries encoded in length-sorted batches get the very bits each gets alone (the
+    bi-encoder as it was: one text per call, PyTorch's default threads), whatever they are batched with."""
+    import json
+
+    import numpy as np
+
+    passages = [json.loads(line)["passage_text"]
+                for line in (ikat2023 / "test_provenance_passages.jsonl").read_text().splitlines()[:8]]
+    topics = load_topics(ikat2023 / "test_topics.json")
+    queries = list(topics.queries("manual").values())[:8]
+    texts = list(dict.fromkeys(passages + queries))
+    lengths = [len(ids) for ids in minilm.model.tokenizer(texts, truncation=True, max_length=256)["input_ids"]]
+    assert lengths.count(256) == 6 and len(set(lengths)) == 11  # 6 truncated passages share a batch
+    alone = {t: minilm.model.encode([t], normalize_embeddings=True, convert_to_numpy=True)[0] for t in texts}
+    for mixed in (texts, texts[::-1], texts[5:] + texts[:5]):
+        batched = minilm.encode_new(mixed)
+        assert all(np.array_equal(batched[t], alone[t]) for t in texts)
+    assert minilm.batch_size == 32
+
+
+def test_bi_encoder_embeddings_persist_on_disk(tmp_path):
+    """A second ranker on the same cache folder encodes nothing and scores the same bits."""
+    pairs = [("I eat no meat", "I'm vegetarian."), ("Which phone?", "I'm an Android user.")]
+    first = make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path)
+    scores = first.score(pairs)
+    assert first.stats["encoded"] == 4 and first.stats["embedding_cache_hits"] == 0
+    second = make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path)
+    assert second.score(pairs) == scores
+    assert second.stats["encoded"] == 0 and second.stats["embedding_cache_hits"] == 4
+    assert len(list(tmp_path.glob("*.sqlite"))) == 1
 
 
 def ptkb_figures(ranker, topics, kind, qrels, history_weight=0.0, turns=3, judged=98):

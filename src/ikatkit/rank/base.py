@@ -10,8 +10,9 @@ class Ranker:
     are kept by content across calls.
 
     A score computed in a batch can differ in the last bits from the same pair scored in another batch, so a
-    cache across calls is on only where scores do not depend on batching (the bi-encoder encodes one text at a
-    time on CPU); otherwise each call scores its own pairs, and a resumed run reproduces its scores exactly.
+    cache across calls is on only where scores do not depend on batching (the bi-encoder, whose embeddings are
+    exact functions of the text); otherwise each call scores its own pairs, and a resumed run reproduces its
+    scores exactly.
     """
 
     def __init__(self, cache: bool = True) -> None:

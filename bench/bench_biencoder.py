@@ -1,0 +1,142 @@
+"""Bi-encoder re-ranking of a year (iKAT 2023 test, 332 turns, resolved utterances, BM25 top-100 over the
+894 real provenance passages) against today's anchor, one text at a time with PyTorch's default threads (the
+bi-encoder before length-sorted batches), measured in the same run on the first ``--anchor-turns`` turns,
+where both start with nothing cached and must give the same rankings and the same score bits. Then the
+manual bi-encoder config run twice through the CLI into fresh folders with one cache: the warm rerun must
+write byte-identical run files (goal: under 30 s).
+
+    python bench/bench_biencoder.py [--anchor-turns 4] [--data ../shared/ikat/2023]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import timed  # noqa: E402
+
+CONFIG = """name = "manual-biencoder"
+run_type = "manual"
+description = "resolved utterance + gold PTKB -> BM25 top-100 -> MiniLM bi-encoder -> top passage as response"
+batch_size = 16
+
+[resources.minilm]
+kind = "bi-encoder"
+model = "bundled:minilm"
+
+[resources.bm25]
+kind = "bm25"
+
+[[stages]]
+stage = "manual_query"
+
+[[stages]]
+stage = "gold_ptkb"
+
+[[stages]]
+stage = "retrieve"
+k = 100
+expand_ptkb = false
+
+[[stages]]
+stage = "rerank"
+ranker = "minilm"
+
+[[stages]]
+stage = "respond"
+task = "extractive"
+"""
+
+
+class OneAtATime:
+    """The anchor: the bi-encoder as it was, each new text encoded alone, kept in memory by text."""
+
+    def __init__(self, model: str) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from ikatkit.models import resolve_model
+
+        self.model = SentenceTransformer(resolve_model(model), device="cpu")
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def rank(self, query: str, candidates: dict[str, str]) -> list[tuple[str, float]]:
+        for text in dict.fromkeys([query, *candidates.values()]):
+            if text not in self.vectors:
+                self.vectors[text] = self.model.encode([text], batch_size=1, normalize_embeddings=True,
+                                                       convert_to_numpy=True, show_progress_bar=False)[0]
+        q = np.stack([self.vectors[query]] * len(candidates))
+        scores = np.einsum("ij,ij->i", q, np.stack([self.vectors[t] for t in candidates.values()]))
+        return sorted(zip(candidates, map(float, scores)), key=lambda item: (-item[1], item[0]))
+
+
+def cli(*args: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ikatkit.cli", *args], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/ikat/2023")
+    parser.add_argument("--anchor-turns", type=int, default=4, help="turns the anchor re-ranks (it is slow)")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ikatkit.pipelines.record import TurnRecord
+    from ikatkit.rank import make_ranker
+
+    results: dict[str, object] = {"load_average": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        texts: dict[str, str] = {}
+        for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
+            for line in (args.data / name).read_text(encoding="utf-8").splitlines():
+                record = json.loads(line)
+                texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
+        (work / "passages.jsonl").write_text("".join(json.dumps({"id": k, "contents": v}) + "\n"
+                                                     for k, v in texts.items()), encoding="utf-8")
+        (work / "manual_biencoder.toml").write_text(CONFIG, encoding="utf-8")
+        cli("index", "build", str(work / "passages.jsonl"), "--out", str(work / "index"), "--threads", "2")
+        run = ["run", str(work / "manual_biencoder.toml"), "--topics", str(args.data / "test_topics.json"),
+               "--index", str(work / "index"), "--cache", str(work / "cache")]
+        results["cli_cold_run_s"] = round(cli(*run, "--out", str(work / "cold")), 1)
+        results["cli_warm_rerun_s"] = round(cli(*run, "--out", str(work / "warm")), 1)
+        results["warm_rerun_byte_identical"] = all(
+            (work / "cold" / name).read_bytes() == (work / "warm" / name).read_bytes()
+            for name in ("manual-biencoder.json", "manual-biencoder.trec", "validation.txt"))
+        manifest = json.loads((work / "cold" / "manifest.json").read_text())
+        results["cold_run_rerank_stage_s"] = round(manifest["seconds_per_stage"].get("rerank", float("nan")), 1)
+
+        records = [TurnRecord.from_json(r) for path in sorted((work / "cold" / "checkpoints").glob("*.json"),
+                                                               key=lambda p: int(p.stem.split("-")[-1]))
+                   for r in json.loads(path.read_text())["records"]]
+        turns = [(r.query, {pid: texts[pid] for pid, _ in r.candidates[r.query]}, r.ranking) for r in records]
+        ours = make_ranker("bi-encoder", "bundled:minilm", cache_dir=work / "fresh-cache")
+        year_s, year = timed(lambda: [ours.rank(q, c) for q, c, _ in turns])
+        results["year_turns"] = len(turns)
+        results["year_distinct_texts"] = ours.stats["encoded"]
+        results["year_rerank_s"] = round(year_s, 1)
+        results["year_equals_pipeline_run"] = all(r == [(p, s) for p, s in expected] for r, (_, _, expected)
+                                                  in zip(year, turns))
+        subset = turns[:args.anchor_turns]
+        anchor = OneAtATime("bundled:minilm")
+        anchor_s, expected = timed(lambda: [anchor.rank(q, c) for q, c, _ in subset])
+        fresh = make_ranker("bi-encoder", "bundled:minilm", cache_dir=work / "subset-cache")
+        ours_s, got = timed(lambda: [fresh.rank(q, c) for q, c, _ in subset])
+        results.update(anchor_turns=len(subset), anchor_distinct_texts=len(anchor.vectors),
+                       anchor_s=round(anchor_s, 2), ikatkit_s=round(ours_s, 2), ratio=round(anchor_s / ours_s, 2),
+                       same_rankings=[[p for p, _ in r] for r in got] == [[p for p, _ in r] for r in expected],
+                       same_score_bits=got == expected)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
