@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ikatkit import jsonl
 from ikatkit.errors import IkatError
 
 SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
@@ -191,7 +192,7 @@ def load_template(year: int) -> Template:
                         fix="reinstall ikatkit, or set IKATKIT_TEMPLATES to a folder of templates")
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        records = [value for _, value in jsonl.records(text.splitlines())]
     else:
         records = [json.loads(text)]
     rules = records[0].pop("_template")
