@@ -79,8 +79,11 @@ class OneAtATime:
 
 
 def cli(*args: str) -> float:
+    """Seconds ``ikatkit ARGS`` took in a new process (its output is shown only when it fails)."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ikatkit.cli", *args], check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-m", "ikatkit.cli", *args], capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"ikatkit {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - start
 
 
