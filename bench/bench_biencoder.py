@@ -1,7 +1,8 @@
 """Bi-encoder re-ranking of a year (iKAT 2023 test, 332 turns, resolved utterances, BM25 top-100 over the
 894 real provenance passages) against today's anchor, one text at a time with PyTorch's default threads (the
 bi-encoder before length-sorted batches), measured in the same run on the first ``--anchor-turns`` turns,
-where both start with nothing cached and must give the same rankings and the same score bits. Then the
+where both start with nothing cached and must give the same rankings and the same score bits; the anchor
+also runs on one thread, to show how much of the ratio is batching and how much threads. Then the
 manual bi-encoder config run twice through the CLI into fresh folders with one cache: the warm rerun must
 write byte-identical run files (goal: under 30 s).
 
@@ -130,12 +131,20 @@ def main() -> None:
         results["year_equals_pipeline_run"] = all(r == [(p, s) for p, s in expected] for r, (_, _, expected)
                                                   in zip(year, turns))
         subset = turns[:args.anchor_turns]
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the anchor on one thread too: how much of the ratio is batching alone
+        anchor_1_s, _ = timed(lambda: [OneAtATime("bundled:minilm").rank(q, c) for q, c, _ in subset])
+        torch.set_num_threads(threads)
         anchor = OneAtATime("bundled:minilm")
         anchor_s, expected = timed(lambda: [anchor.rank(q, c) for q, c, _ in subset])
         fresh = make_ranker("bi-encoder", "bundled:minilm", cache_dir=work / "subset-cache")
         ours_s, got = timed(lambda: [fresh.rank(q, c) for q, c, _ in subset])
         results.update(anchor_turns=len(subset), anchor_distinct_texts=len(anchor.vectors),
-                       anchor_s=round(anchor_s, 2), ikatkit_s=round(ours_s, 2), ratio=round(anchor_s / ours_s, 2),
+                       anchor_threads=threads, anchor_s=round(anchor_s, 2), ikatkit_s=round(ours_s, 2),
+                       ratio=round(anchor_s / ours_s, 2), anchor_1_thread_s=round(anchor_1_s, 2),
+                       ratio_vs_anchor_1_thread=round(anchor_1_s / ours_s, 2),
                        same_rankings=[[p for p, _ in r] for r in got] == [[p for p, _ in r] for r in expected],
                        same_score_bits=got == expected)
     print(json.dumps(results, indent=2))
