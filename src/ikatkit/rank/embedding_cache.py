@@ -27,12 +27,16 @@ class EmbeddingCache:
         return hashlib.sha256(text.encode("utf-8")).digest()
 
     def get(self, texts: list[str]) -> dict[str, np.ndarray]:
-        """The stored vectors of those ``texts`` that have one."""
+        """The stored vectors of those ``texts`` that have one (looked up 500 at a time)."""
+        keys = {self._key(text): text for text in texts}
         found = {}
-        for text in texts:
-            row = self._db.execute("SELECT vector FROM vectors WHERE key = ?", (self._key(text),)).fetchone()
-            if row is not None:
-                found[text] = np.frombuffer(row[0], dtype=np.float32)
+        ordered = list(keys)
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start:start + 500]
+            rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
+                                    chunk)
+            for key, blob in rows:
+                found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def put(self, vectors: dict[str, np.ndarray]) -> None:
