@@ -151,7 +151,8 @@ def main() -> None:
         results.update(anchor_turns=len(subset), anchor_distinct_texts=len(anchor.vectors), anchor_threads=threads,
                        anchor_wall_cpu_s=(anchor_s, anchor_cpu), anchor_1_thread_wall_cpu_s=anchor_1[:2],
                        ikatkit_wall_cpu_s=(ours_s, ours_cpu), ratio=round(anchor_s / ours_s, 2),
-                       ratio_cpu=round(anchor_cpu / ours_cpu, 2), ratio_vs_anchor_1_thread=round(anchor_1[0] / ours_s, 2),
+                       ratio_cpu=round(anchor_cpu / ours_cpu, 2),
+                       ratio_vs_anchor_1_thread=round(anchor_1[0] / ours_s, 2),
                        same_rankings=[[p for p, _ in r] for r in got] == [[p for p, _ in r] for r in expected],
                        same_score_bits=got == expected == anchor_1[2],
                        equals_pipeline_run=got == [[(p, s) for p, s in ranking] for _, _, ranking in subset])

@@ -79,7 +79,8 @@ def resolve_splitter(name: str = "auto") -> str:
 
 def splitter(name: str = "auto") -> Splitter:
     """The function of :func:`resolve_splitter`'s choice (``spacy`` loads its model on first use)."""
-    return spacy_splitter if name == "spacy" or (name == "auto" and resolve_splitter(name) == "spacy") else rule_splitter
+    spacy = name == "spacy" or (name == "auto" and resolve_splitter(name) == "spacy")
+    return spacy_splitter if spacy else rule_splitter
 
 
 def segment(doc_id: str, clean_text: str, split: Splitter = rule_splitter) -> list[tuple[str, str]]:

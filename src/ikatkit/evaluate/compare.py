@@ -67,7 +67,7 @@ class Comparison:
         text = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         text += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         text.append(f"\n`*` p < 0.05 against {self.baseline} ({self.test}, {self.correction} correction); "
-                    "(wins/ties/losses) per judged turn; judged@k: fraction of the top k with a judgement (ir-measures Judged@k).")
+                    "(wins/ties/losses) per judged turn; judged@k: share of the top k judged (Judged@k).")
         return "\n".join(text)
 
     def to_csv(self) -> str:

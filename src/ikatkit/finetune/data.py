@@ -30,7 +30,8 @@ def load_passage_texts(paths: list[str | Path]) -> dict[str, str]:
                     texts.setdefault(pid, record.get("contents", record.get("passage_text", "")))
                 except (TypeError, KeyError):
                     raise IkatError("expected a passage record", path=path, where=f"line {number}",
-                                    fix='lines like {"doc_id", "passage_id", "passage_text"} or {"id", "contents"}') from None
+                                    fix='lines like {"doc_id", "passage_id", "passage_text"} or '
+                                        '{"id", "contents"}') from None
     return texts
 
 
