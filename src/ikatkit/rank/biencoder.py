@@ -30,8 +30,9 @@ class BiEncoder(Ranker):
 
     ``threads``: PyTorch threads while encoding on the CPU (restored after). One by default: on a machine
     whose cores are shared, more threads spin in OpenMP barriers (measured on 2 busy cores: 2 threads encode
-    one text at a time 7x slower than 1; see bench/bench_biencoder.py). ``cache_dir``: where the embedding
-    cache lives (default ``$IKATKIT_CACHE/embeddings``).
+    one text at a time with 7.7x the CPU time of our batches, which match one thread's one-at-a-time; see
+    bench/bench_biencoder.py). ``cache_dir``: where the embedding cache lives (default
+    ``$IKATKIT_CACHE/embeddings``).
     """
 
     def __init__(self, model: str, batch_size: int = 32, device: str | None = None, threads: int = 1,
