@@ -147,6 +147,28 @@ def test_real_passages_index_finds_them(passages_index, passages_jsonl):
     assert sum(hits[pid][0].docid == pid for pid in queries) == 30
     assert doc(passages_index, sample[0]["id"]) == sample[0]["contents"]
     assert doc(passages_index, "clueweb22-en9999-99-99999:0") is None
+    assert manifest["format"] == "jsonl" and manifest["sources"][0]["format"] == "jsonl"  # detected, not "auto"
+    assert manifest["parameters"]["splitter"] is None  # passages come segmented: nothing was split
+
+
+def test_manifest_names_the_splitter_used_and_spacy_without_its_model_is_one_error(tmp_path):
+    """``--splitter auto`` records what it chose (the rule splitter where spaCy's model is missing);
+    ``--splitter spacy`` without the model stops before any work, saying how to install it."""
+    pytest.importorskip("jnius")
+    try:
+        import spacy
+
+        spacy.load("en_core_web_sm")
+        pytest.skip("spaCy and en_core_web_sm are installed here")
+    except (ImportError, OSError):
+        pass
+    source = demo_data() / "clueweb22" / "en0000-00.json"
+    manifest = build_index([source], tmp_path / "auto", threads=1)
+    assert manifest["format"] == "clueweb22" and manifest["sources"][0]["format"] == "clueweb22"
+    assert (manifest["parameters"]["splitter"], manifest["parameters"]["splitter_option"]) == ("rule", "auto")
+    with pytest.raises(IkatError, match=r"--splitter spacy needs spaCy and its en_core_web_sm model.*fix: pip install"):
+        build_index([source], tmp_path / "spacy", threads=1, splitter="spacy", segmenter="python")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["auto"]
 
 
 def test_rebuild_is_a_no_op_and_bad_input_is_named(tmp_path, passages_jsonl):

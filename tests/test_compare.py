@@ -11,8 +11,9 @@ import ir_measures
 import pytest
 
 from ikatkit.cli import main
-from ikatkit.evaluate.compare import compare_runs
+from ikatkit.evaluate.compare import compare_runs, judged_fractions
 from ikatkit.evaluate.ptkb import evaluate_ptkb
+from ikatkit.evaluate.qrels import load_qrels
 from ikatkit.evaluate.report import write_comparison, write_report
 from ikatkit.evaluate.significance import correct, paired_test
 from ikatkit.runs.io import read_run, write_run
@@ -41,11 +42,13 @@ def test_significance_and_numbers(runs, ikat2023):
     # the top 3 are kept; only score ties at rank 3 (broken by id in trec_eval) can differ
     assert rows[("truncated", "nDCG@3")]["delta"] == pytest.approx(0.0, abs=1e-3)
     qrels = list(ir_measures.read_trec_qrels(str(ikat2023 / "qrels.txt")))
+    qrels_dict = load_qrels(ikat2023 / "qrels.txt")
     for name, run in runs.items():  # every number in the table is ir-measures' own aggregate
         direct = ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in comparison.measures], qrels, run)
         for measure, value in direct.items():
             assert rows[(name, str(measure))]["mean"] == pytest.approx(value, abs=1e-9), (name, measure)
-    assert comparison.judged["truncated"][5] == pytest.approx(comparison.judged["reference"][5] * 3 / 5, abs=0.02)
+    # Judged@5 of a run cut to 3 passages counts those 3 (ir-measures divides by the passages returned, at most k)
+    assert comparison.judged["truncated"][5] == pytest.approx(judged_fractions(runs["reference"], qrels_dict, (3,))[3])
     assert "| reversed |" in comparison.to_markdown() and r"\begin{tabular}" in comparison.to_latex()
 
 
@@ -67,6 +70,35 @@ def test_tests_and_corrections():
     assert math.isnan(paired_test(a, a))
     assert correct([0.01, 0.04, math.nan, 0.03], "holm") == pytest.approx([0.03, 0.06, math.nan, 0.06], nan_ok=True)
     assert correct([0.01, 0.5], "bonferroni") == [0.02, 1.0]
+
+
+def test_randomization_test_is_the_exact_sign_flip_test_on_small_samples():
+    """scipy's permutation_test flips the signs of the paired differences; with 2^n <= the resamples it enumerates
+    them all, so its p-value is the count of flips whose |mean| reaches the observed one, over 2^n."""
+    import itertools
+
+    import numpy as np
+
+    rng = random.Random(3)
+    a = [rng.random() for _ in range(10)]
+    b = [x + rng.gauss(0.3, 0.2) for x in a]
+    diff = np.subtract(b, a)
+    flips = [abs(np.mean(np.multiply(signs, diff))) for signs in itertools.product((-1, 1), repeat=len(diff))]
+    expected = sum(f >= abs(diff.mean()) * (1 - 1e-12) for f in flips) / len(flips)
+    assert paired_test(a, b, "randomization") == pytest.approx(expected, abs=1e-12) and expected < 0.1
+
+
+def test_judged_fractions_are_ir_measures_judged_as_we_counted_them(runs, ikat2023):
+    """Judged@k of ir-measures equals the fraction of the top k (ties by id) with a judgement, averaged over the
+    judged turns the run answers, also with many tied scores; a run shorter than k is divided by its length."""
+    qrels = load_qrels(ikat2023 / "qrels.txt")
+    for name in ("reference", "truncated"):
+        run = {q: {pid: round(s) for pid, s in docs.items()} for q, docs in runs[name].items()}
+        for k, value in judged_fractions(run, qrels).items():
+            top = {q: sorted(docs.items(), key=lambda item: (-item[1], item[0]))[:k] for q, docs in run.items()
+                   if q in qrels and docs}
+            counted = sum(sum(pid in qrels[q] for pid, _ in t) / len(t) for q, t in top.items()) / len(top)
+            assert value == pytest.approx(counted, abs=1e-12)
 
 
 def test_plots_and_report(runs, ikat2023, tmp_path):

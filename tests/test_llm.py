@@ -185,7 +185,7 @@ def test_retries_and_clear_errors(monkeypatch, tmp_path):
     base = f"http://127.0.0.1:{server.server_port}/v1"
     try:
         _Double.script = [429, 503]
-        llm = make_llm({"backend": "openai", "model": "m", "base_url": base, "backoff": 0.01})
+        llm = make_llm({"backend": "openai", "model": "m", "base_url": base})  # the client retries both
         assert llm.chat([QUESTION]) == ["ok"] and _Double.script == []
         _Double.script = [401]
         with pytest.raises(IkatError, match="refused the API key"):
@@ -194,7 +194,7 @@ def test_retries_and_clear_errors(monkeypatch, tmp_path):
         with pytest.raises(IkatError, match="model 'm' not found"):
             llm.chat([[{"role": "user", "content": "third"}]])
         _Double.script = [500, 502, 503]
-        stubborn = make_llm({"backend": "openai", "model": "m", "base_url": base, "backoff": 0.01, "max_retries": 2})
+        stubborn = make_llm({"backend": "openai", "model": "m", "base_url": base, "max_retries": 2})
         with pytest.raises(IkatError, match="giving up after 3 attempts"):
             stubborn.chat([[{"role": "user", "content": "fourth"}]])
         _Double.script = [400]

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from ikatkit import __version__
 from ikatkit.errors import IkatError
@@ -48,7 +49,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", help="Lucene index built by `ikatkit index build`")
     p.add_argument("--out", required=True, help="output folder (checkpoints make a killed run resumable)")
     p.add_argument("--conversations", nargs="+", help="only these conversations, e.g. 9-1 10-1")
-    p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
+    p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, ONNX exports, compiled Java helpers "
+                                   "(default $IKATKIT_CACHE or .cache/ikatkit)")
     p.add_argument("--restart", action="store_true", help="discard checkpoints in --out and start over")
     p.add_argument("--no-validate", action="store_true", help="skip validating the written run")
 
@@ -56,6 +58,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         from ikatkit.pipelines import run_pipeline
         from ikatkit.topics import load_topics
 
+        if args.cache:  # everything cached on the way (Java helpers, ONNX exports) follows it, as $IKATKIT_CACHE
+            os.environ["IKATKIT_CACHE"] = str(Path(args.cache).resolve())
         topics = load_topics(args.topics, args.year)
         if args.conversations:
             topics = topics.subset(args.conversations)

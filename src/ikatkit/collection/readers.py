@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from ikatkit.collection.segment import Splitter, rule_splitter, segment
+from ikatkit import jsonl
 from ikatkit.errors import IkatError
 
 FORMATS = ("clueweb22", "jsonl", "trecweb", "car", "msmarco")
@@ -60,18 +61,13 @@ def _open(path: Path) -> IO[str]:
 
 def _json_lines(path: Path, stats: ReadStats) -> Iterator[tuple[int, dict]]:
     with _open(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                stats.skip(path, number, f"invalid JSON ({err.msg})")
-                continue
-            if not isinstance(record, dict):
+        for number, record in jsonl.records(handle):
+            if isinstance(record, jsonl.Invalid):
+                stats.skip(path, number, jsonl.problem(record))
+            elif not isinstance(record, dict):
                 stats.skip(path, number, "not a JSON object")
-                continue
-            yield number, record
+            else:
+                yield number, record
 
 
 def read_clueweb22(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from itertools import accumulate
 
+from ikatkit.errors import IkatError
+
 MAX_CHARS = 10_000
 WINDOW = 10
 STRIDE = 5
@@ -54,17 +56,31 @@ def spacy_splitter(text: str) -> list[str]:
     return [str(s) for s in _spacy_model()(text).sents]
 
 
-def splitter(name: str = "auto") -> Splitter:
-    """``spacy``, ``rule``, or ``auto`` (spaCy when en_core_web_sm is installed, else rules)."""
+SPLITTERS = ("auto", "spacy", "rule")
+
+
+def resolve_splitter(name: str = "auto") -> str:
+    """The splitter ``name`` stands for: ``rule``; ``spacy`` (an error naming the fix when spaCy or its
+    en_core_web_sm model is missing); ``auto``: ``spacy`` when both load, else ``rule``."""
+    if name not in SPLITTERS:
+        raise IkatError(f"unknown splitter {name!r}", fix=f"use one of {list(SPLITTERS)}")
     if name == "rule":
-        return rule_splitter
-    if name == "spacy":
-        return spacy_splitter
+        return "rule"
     try:
         _spacy_model()
-        return spacy_splitter
     except (ImportError, OSError):
-        return rule_splitter
+        if name == "spacy":
+            raise IkatError("--splitter spacy needs spaCy and its en_core_web_sm model, which are not installed",
+                            fix="pip install spacy==3.8.18, then python -m spacy download en_core_web_sm; or use "
+                                "--splitter rule") from None
+        return "rule"
+    return "spacy"
+
+
+def splitter(name: str = "auto") -> Splitter:
+    """The function of :func:`resolve_splitter`'s choice (``spacy`` loads its model on first use)."""
+    spacy = name == "spacy" or (name == "auto" and resolve_splitter(name) == "spacy")
+    return spacy_splitter if spacy else rule_splitter
 
 
 def segment(doc_id: str, clean_text: str, split: Splitter = rule_splitter) -> list[tuple[str, str]]:

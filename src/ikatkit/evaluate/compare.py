@@ -21,14 +21,17 @@ from ikatkit.topics import Topics
 JUDGED_DEPTHS = (5, 10, 20)
 
 
-def judged_fraction(rankings: Rankings, qrels: Qrels, k: int) -> float:
-    """Mean over judged turns of the fraction of the top-k passages that have a judgement."""
-    fractions = []
-    for qid, docs in rankings.items():
-        if qid in qrels and docs:
-            top = sorted(docs.items(), key=lambda item: (-item[1], item[0]))[:k]
-            fractions.append(sum(pid in qrels[qid] for pid, _ in top) / k)
-    return sum(fractions) / len(fractions) if fractions else 0.0
+def judged_fractions(rankings: Rankings, qrels: Qrels, depths: tuple[int, ...] = JUDGED_DEPTHS) -> dict[int, float]:
+    """ir-measures' ``Judged@k`` for each depth: the fraction of the top k passages (of all returned, when fewer)
+    that have a judgement, averaged over the judged turns the run answers."""
+    import ir_measures
+
+    answered = [qid for qid, docs in rankings.items() if qid in qrels and docs]
+    if not answered:
+        return dict.fromkeys(depths, 0.0)
+    means = ir_measures.calc_aggregate([ir_measures.Judged @ k for k in depths], {q: qrels[q] for q in answered},
+                                       {q: rankings[q] for q in answered})
+    return {k: means[ir_measures.Judged @ k] for k in depths}
 
 
 @dataclass
@@ -64,7 +67,7 @@ class Comparison:
         text = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         text += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         text.append(f"\n`*` p < 0.05 against {self.baseline} ({self.test}, {self.correction} correction); "
-                    "(wins/ties/losses) per judged turn; judged@k: fraction of the top k with a judgement.")
+                    "(wins/ties/losses) per judged turn; judged@k: share of the top k judged (Judged@k).")
         return "\n".join(text)
 
     def to_csv(self) -> str:
@@ -108,7 +111,7 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
                          "losses": sum(y < x for x, y in zip(a, b)), "turns": len(common)})
     for row, adjusted in zip(rows, correct([r["p"] for r in rows], correction)):
         row["p_adjusted"] = adjusted
-    judged = {name: {k: judged_fraction(r, qrels, k) for k in JUDGED_DEPTHS} for name, r in rankings.items()}
+    judged = {name: judged_fractions(r, qrels) for name, r in rankings.items()}
     return Comparison(baseline, measures, results, rows, judged, test, correction)
 
 

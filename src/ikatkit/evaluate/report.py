@@ -68,5 +68,5 @@ def _table_html(title: str, comparison: Comparison) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
     note = (f"* p &lt; 0.05 against {html.escape(comparison.baseline)} ({comparison.test}, {comparison.correction} "
-            "correction); (wins/ties/losses) per judged turn; judged@k: fraction of the top k with a judgement.")
+            "correction); (wins/ties/losses) per judged turn; judged@k: share of the top k judged (Judged@k).")
     return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table><p>{note}</p>"

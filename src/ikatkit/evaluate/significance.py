@@ -1,4 +1,4 @@
-"""Paired significance tests over per-query values, and multiple-testing correction."""
+"""Paired significance tests over per-query values (scipy), and multiple-testing correction (statsmodels)."""
 
 from __future__ import annotations
 
@@ -23,30 +23,23 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "ttest", per
         return float(stats.ttest_rel(y, x).pvalue)
     if test == "wilcoxon":
         return float(stats.wilcoxon(y, x).pvalue)
-    if test == "randomization":
-        rng = np.random.default_rng(seed)
-        observed = abs(diff.mean())
-        signs = rng.choice((-1.0, 1.0), size=(permutations, len(diff)))
-        extreme = np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12)
-        return float((extreme + 1) / (permutations + 1))
+    if test == "randomization":  # sign flips of the paired differences: exact when 2^n <= permutations
+        result = stats.permutation_test((diff,), np.mean, permutation_type="samples", n_resamples=permutations,
+                                        alternative="two-sided", rng=np.random.default_rng(seed))
+        return float(result.pvalue)
     raise ValueError(f"unknown test {test!r}: use one of {TESTS}")
 
 
 def correct(pvalues: list[float], method: str = "holm") -> list[float]:
     """Adjusted p-values (nan stays nan and is not counted as a test)."""
+    if method not in CORRECTIONS:
+        raise ValueError(f"unknown correction {method!r}: use one of {CORRECTIONS}")
     live = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
     adjusted = list(pvalues)
-    m = len(live)
-    if method == "none" or not m:
+    if method == "none" or not live:
         return adjusted
-    if method == "bonferroni":
-        for i in live:
-            adjusted[i] = min(1.0, pvalues[i] * m)
-        return adjusted
-    if method == "holm":
-        running = 0.0
-        for rank, i in enumerate(sorted(live, key=lambda i: pvalues[i])):
-            running = max(running, min(1.0, (m - rank) * pvalues[i]))
-            adjusted[i] = running
-        return adjusted
-    raise ValueError(f"unknown correction {method!r}: use one of {CORRECTIONS}")
+    from statsmodels.stats.multitest import multipletests
+
+    for i, p in zip(live, multipletests([pvalues[i] for i in live], method=method)[1]):
+        adjusted[i] = float(p)
+    return adjusted

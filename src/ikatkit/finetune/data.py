@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ikatkit import jsonl
 from ikatkit.errors import IkatError
 from ikatkit.llm.prompts import render
 from ikatkit.topics import Topics
@@ -23,16 +23,15 @@ def load_passage_texts(paths: list[str | Path]) -> dict[str, str]:
     """Passage texts by id from ``{"doc_id","passage_id","passage_text"}`` or ``{"id","contents"}`` JSON lines."""
     texts: dict[str, str] = {}
     for path in map(Path, paths):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                pid = record["id"] if "id" in record else f"{record['doc_id']}:{record['passage_id']}"
-                texts.setdefault(pid, record.get("contents", record.get("passage_text", "")))
-            except (ValueError, KeyError):
-                raise IkatError("expected a passage record", path=path, where=f"line {number}",
-                                fix='lines like {"doc_id", "passage_id", "passage_text"} or {"id", "contents"}') from None
+        with open(path, encoding="utf-8") as handle:
+            for number, record in jsonl.records(handle):
+                try:
+                    pid = record["id"] if "id" in record else f"{record['doc_id']}:{record['passage_id']}"
+                    texts.setdefault(pid, record.get("contents", record.get("passage_text", "")))
+                except (TypeError, KeyError):
+                    raise IkatError("expected a passage record", path=path, where=f"line {number}",
+                                    fix='lines like {"doc_id", "passage_id", "passage_text"} or '
+                                        '{"id", "contents"}') from None
     return texts
 
 

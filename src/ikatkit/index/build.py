@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from ikatkit.atomic import write_json
 from ikatkit.collection.readers import ReadStats, detect_format, input_files
-from ikatkit.collection.segment import rule_splitter
+from ikatkit.collection.segment import resolve_splitter, rule_splitter
 from ikatkit.collection.segment import splitter as splitter_function
 from ikatkit.errors import IkatError
 from ikatkit.index.dupes import check_unique
@@ -300,22 +300,26 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
     shards = min(shards or threads, threads)
     started = time.time()
     helpers = segment_in_java(files, fmt, splitter, segmenter, threads)
+    formats = [detect_format(path) if fmt == "auto" else fmt for path in files]
+    used = resolve_splitter(splitter) if "clueweb22" in formats else None  # only raw records are split
     with _work_folder(out) as work:
         if helpers:
             reports = index_in_java(files, work, threads, heap, out, helpers)
         else:
-            reports = _index_in_python(files, fmt, splitter, work, threads, shards, heap, out)
+            reports = _index_in_python(files, fmt, used or "rule", work, threads, shards, heap, out)
         stats = _total(reports)
         if stats.passages == 0:
             raise IkatError(f"no passages read ({stats.skipped} records skipped: {stats.problems[:3]})",
                             fix="check the input format (--format)")
         manifest = {
-            "sources": [{"path": str(files[r.index]), "bytes": r.bytes, "sha256": r.sha256} for r in reports],
-            "format": fmt,
+            "sources": [{"path": str(files[r.index]), "format": formats[r.index], "bytes": r.bytes,
+                         "sha256": r.sha256} for r in reports],
+            "format": "+".join(sorted(set(formats))),  # as detected (--format auto) or given
             "counts": {"documents": stats.documents, "passages": stats.passages, "skipped": stats.skipped},
             "skipped_examples": stats.problems,
             "parameters": {"threads": threads, "segmenter": "java" if helpers else "python",
-                           "shards": None if helpers else shards, "splitter": splitter, "heap": heap,
+                           "shards": None if helpers else shards, "heap": heap,
+                           "splitter": used, "splitter_option": splitter,  # used: None when nothing was split
                            "store": ["positions", "docvectors", "raw"]},
             "versions": {name: metadata.version(name) for name in ("ikatkit", "pyserini")},
             "anserini_jar": anserini_jar().name,

@@ -37,7 +37,7 @@ def make_llm(config: dict[str, Any]) -> LLM:
     Shared options: adapter, max_new_tokens (128), temperature (0 = greedy), top_p (1.0) and seed (0) when
     sampling, cache_dir. transformers:
     gguf_file, quantization (4bit | 8bit, GPU only), batch_size. openai: base_url, max_concurrency,
-    max_retries, backoff, timeout; the key only from OPENAI_API_KEY.
+    max_retries, timeout (the client's own retries and per-request limit); the key only from OPENAI_API_KEY.
     """
     options = dict(config)
     backend = options.pop("backend", "transformers")

@@ -1,15 +1,14 @@
 """OpenAI and OpenAI-compatible servers (vLLM, llama.cpp server, Ollama) through the ``openai`` client.
 
 The key comes only from ``OPENAI_API_KEY``; a loopback ``base_url`` gets a placeholder when none is set.
-Requests run in a bounded thread pool and are retried with exponential backoff on rate limits, server
-errors and connection errors; authentication and unknown-model errors stop at once with a clear message.
+Requests run in a bounded thread pool; the client itself retries rate limits, server errors, timeouts and
+connection errors (``max_retries``, exponential backoff with jitter, honouring ``Retry-After``) and bounds each
+request by ``timeout``; authentication and unknown-model errors stop at once with a clear message.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
@@ -18,14 +17,13 @@ from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM, Messages
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-log = logging.getLogger(__name__)
 
 
 class OpenAILLM(LLM):
     backend = "openai"
 
     def __init__(self, model: str, *, base_url: str | None = None, max_concurrency: int = 4, max_retries: int = 5,
-                 backoff: float = 1.0, timeout: float = 120.0, **options: Any) -> None:
+                 timeout: float = 120.0, **options: Any) -> None:
         super().__init__(model, **options)
         if self.adapter:
             raise IkatError("the openai backend cannot load a LoRA adapter", where="llm.adapter",
@@ -39,9 +37,9 @@ class OpenAILLM(LLM):
             else:
                 raise IkatError("OPENAI_API_KEY is not set", where="environment",
                                 fix="export OPENAI_API_KEY=... (keys never go in configs)")
-        self.client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+        self.client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout)
         self.errors = openai
-        self.max_concurrency, self.max_retries, self.backoff = max(1, int(max_concurrency)), max_retries, backoff
+        self.max_concurrency, self.max_retries = max(1, int(max_concurrency)), max_retries
         self.where = base_url or "api.openai.com"
 
     def identity(self) -> dict[str, Any]:
@@ -57,32 +55,26 @@ class OpenAILLM(LLM):
 
     def _one(self, messages: Messages, params: dict[str, Any]) -> tuple[str, int, int]:
         errors = self.errors
-        for attempt in range(self.max_retries + 1):
-            try:
-                reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
-                                                            max_tokens=params["max_new_tokens"],
-                                                            temperature=params["temperature"],
-                                                            **self._sampling(params))
-                usage = reply.usage
-                return ((reply.choices[0].message.content or "").strip(),
-                        usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
-            except (errors.AuthenticationError, errors.PermissionDeniedError) as err:
-                raise IkatError(f"the server refused the API key (HTTP {err.status_code})", where=self.where,
-                                fix="check OPENAI_API_KEY") from None
-            except errors.NotFoundError:
-                raise IkatError(f"model {self.model!r} not found", where=self.where,
-                                fix="set `model` to one the server serves (GET /v1/models lists them)") from None
-            except (errors.RateLimitError, errors.InternalServerError, errors.APIConnectionError) as err:
-                if attempt == self.max_retries:
-                    raise IkatError(f"giving up after {attempt + 1} attempts: {type(err).__name__}: {err}",
-                                    where=self.where, fix="check that the server runs, or raise max_retries") from None
-                delay = self.backoff * 2 ** attempt
-                log.warning("%s from %s; retry %d in %.1f s", type(err).__name__, self.where, attempt + 1, delay)
-                time.sleep(delay)
-            except errors.APIStatusError as err:
-                raise IkatError(f"the server rejected the request (HTTP {err.status_code}): {err.message}",
-                                where=self.where, fix="check the model's context length and max_new_tokens") from None
-        raise AssertionError("unreachable")
+        try:
+            reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
+                                                        max_tokens=params["max_new_tokens"],
+                                                        temperature=params["temperature"],
+                                                        **self._sampling(params))
+        except (errors.AuthenticationError, errors.PermissionDeniedError) as err:
+            raise IkatError(f"the server refused the API key (HTTP {err.status_code})", where=self.where,
+                            fix="check OPENAI_API_KEY") from None
+        except errors.NotFoundError:
+            raise IkatError(f"model {self.model!r} not found", where=self.where,
+                            fix="set `model` to one the server serves (GET /v1/models lists them)") from None
+        except (errors.RateLimitError, errors.InternalServerError, errors.APIConnectionError) as err:
+            raise IkatError(f"giving up after {self.max_retries + 1} attempts: {type(err).__name__}: {err}",
+                            where=self.where, fix="check that the server runs, or raise max_retries") from None
+        except errors.APIStatusError as err:
+            raise IkatError(f"the server rejected the request (HTTP {err.status_code}): {err.message}",
+                            where=self.where, fix="check the model's context length and max_new_tokens") from None
+        usage = reply.usage
+        return ((reply.choices[0].message.content or "").strip(),
+                usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
 
     def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:

@@ -259,6 +259,8 @@ class Resources:
         if kind in RANKER_KINDS:
             from ikatkit.rank import make_ranker
 
+            if kind == "bi-encoder":
+                spec.setdefault("cache_dir", str(self.cache_dir / "embeddings"))
             return make_ranker(kind, spec.pop("model"), **spec)
         if kind == "bm25":
             from ikatkit.retrieve.bm25 import Bm25Searcher

@@ -10,8 +10,9 @@ class Ranker:
     are kept by content across calls.
 
     A score computed in a batch can differ in the last bits from the same pair scored in another batch, so a
-    cache across calls is on only where scores do not depend on batching (the bi-encoder encodes one text at a
-    time on CPU); otherwise each call scores its own pairs, and a resumed run reproduces its scores exactly.
+    cache across calls is on only where scores do not depend on batching (the bi-encoder, whose embeddings are
+    exact functions of the text); otherwise each call scores its own pairs, and a resumed run reproduces its
+    scores exactly.
     """
 
     def __init__(self, cache: bool = True) -> None:
@@ -55,9 +56,9 @@ def rank_ptkb(ranker: Ranker, query: str, ptkb: dict[str, str], k: int | None = 
               history_weight: float = 0.0) -> list[tuple[str, float]]:
     """A conversation's PTKB statements ``{key: text}`` ranked against ``query`` (ties by key), top ``k``.
 
-    With ``history`` (earlier queries of the conversation, e.g. the last three resolved utterances) each
-    statement's score adds ``history_weight`` times its best score against any of them: a statement the
-    conversation has been about stays relevant (0.3 over 3 turns: nDCG@5 0.7836 -> 0.8082 on iKAT 2023)."""
+    With ``history`` (earlier utterances of the conversation, e.g. the last two) each statement's score adds
+    ``history_weight`` times its best score against any of them: a statement the conversation has been about
+    stays relevant (the ``rank_ptkb`` stage's options; figures in bench/tune_ptkb_history.py)."""
     keys = list(ptkb)
     if not history or not history_weight:
         return ranker.rank(query, ptkb, k)

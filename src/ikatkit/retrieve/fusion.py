@@ -1,6 +1,10 @@
 """Rank fusion over lists of ``(id, score)``: round-robin interleaving, RRF, score normalisation.
 
 Fused lists carry strictly decreasing scores, as official runs need non-increasing scores.
+
+Kept here rather than taken from ranx (0.3.21): ranx has no round-robin interleaving (the seed paper's GtR
+fusion), its RRF takes a run's ranks from its own score sort, which leaves score ties in no stated order (ours:
+ties by id, as trec_eval reads runs), and it would bring numba's JIT compilation for two short loops.
 """
 
 from __future__ import annotations

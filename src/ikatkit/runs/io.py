@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.atomic import atomic_open
+from ikatkit import jsonl
 from ikatkit.errors import IkatError
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
 from ikatkit.runs.templates import Template, load_template
@@ -103,14 +104,11 @@ def _detect_json(data: Any, path: Path) -> str:
 
 def _jsonl_records(text: str, path: Path) -> list[Record]:
     records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append((f"line {number}", json.loads(line)))
-        except json.JSONDecodeError as err:
-            raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {number}, column {err.colno}",
-                            fix="a 2025 run has one complete JSON object per line") from None
+    for number, record in jsonl.records(text.splitlines()):
+        if isinstance(record, jsonl.Invalid):
+            raise IkatError(jsonl.problem(record), path=path, where=f"line {number}",
+                            fix="a 2025 run has one complete JSON object per line")
+        records.append((f"line {number}", record))
     return records
 
 
@@ -234,8 +232,7 @@ def write_run(run: Run, path: str | Path, fmt: str, *, topics: Topics | None = N
         if fmt == "trec":
             handle.writelines(trec_lines(run))
         elif fmt == "2025":
-            for record in to_records(run, fmt, topics):
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            jsonl.write(handle, to_records(run, fmt, topics))
         else:
             json.dump(to_records(run, fmt, topics)[0], handle, ensure_ascii=False)
             handle.write("\n")

@@ -1,4 +1,5 @@
-"""The official run formats, read from ``submission_templates/<year>.json[l]``.
+"""The official run formats, read from ``submission_templates/<year>.json[l]`` inside the package (the
+project's top-level ``submission_templates/`` holds the same files for people to read; a test keeps them equal).
 
 Each template file holds a small sample run in the year's official format plus a ``_template`` object
 (its own line in JSON Lines) with field notes and the rules the structure must follow. From the sample
@@ -14,9 +15,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ikatkit import jsonl
 from ikatkit.errors import IkatError
 
 SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
@@ -25,9 +28,9 @@ TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool
 
 
 def templates_dir() -> Path:
-    """``$IKATKIT_TEMPLATES`` or the project's ``submission_templates/`` folder."""
+    """``$IKATKIT_TEMPLATES`` or the templates shipped in the package (``ikatkit/submission_templates``)."""
     env = os.environ.get("IKATKIT_TEMPLATES")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "submission_templates"
+    return Path(env) if env else Path(str(resources.files("ikatkit") / "submission_templates"))
 
 
 @dataclass(frozen=True)
@@ -186,10 +189,10 @@ def load_template(year: int) -> Template:
     path = templates_dir() / f"{year}{SUFFIX[year]}"
     if not path.is_file():
         raise IkatError("submission template not found", path=path,
-                        fix="run from the project checkout or set IKATKIT_TEMPLATES to its submission_templates/")
+                        fix="reinstall ikatkit, or set IKATKIT_TEMPLATES to a folder of templates")
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        records = [value for _, value in jsonl.records(text.splitlines())]
     else:
         records = [json.loads(text)]
     rules = records[0].pop("_template")

@@ -1,0 +1,81 @@
+"""Choose ``rank_ptkb``'s ``history_turns`` and ``history_weight`` on the iKAT 2023 TRAIN topics (PTKB labels:
+the topics' ``ptkb_provenance``), then report the chosen settings on the TEST topics against NIST's PTKB qrels
+and the organizers' labels. The history is what the stage reads: the raw utterances of the previous turns.
+Queries: raw utterances (automatic) first, then resolved utterances (manual).
+
+    python bench/tune_ptkb_history.py [--data ../shared/ikat/2023] [--model bundled:minilm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+MEASURE = "nDCG@5"
+TURNS = (1, 2, 3, 5, 100)
+WEIGHTS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+
+
+def provenance_qrels(topics) -> dict[str, dict[str, int]]:  # noqa: ANN001
+    """Every statement of a conversation judged 0/1 for each turn whose ptkb_provenance is not empty."""
+    return {turn.qid: {key: int(key in turn.ptkb_provenance) for key in topics.conversation_of(turn.qid).ptkb}
+            for turn in topics if turn.ptkb_provenance}
+
+
+def figures(ranker, topics, kind: str, qrels, turns: int, weight: float) -> dict[str, float]:  # noqa: ANN001
+    from ikatkit.evaluate.ptkb import evaluate_ptkb
+    from ikatkit.rank import rank_ptkb
+
+    queries, raw = topics.queries(kind), topics.queries("raw")
+    rankings = {}
+    for qid, text in queries.items():
+        conversation, turn = topics.conversation_of(qid), topics.turn(qid)
+        history = [raw[past.qid] for past in conversation.history(turn.turn_id)][-turns:]
+        rankings[qid] = dict(rank_ptkb(ranker, text, dict(conversation.ptkb), history=history,
+                                       history_weight=weight))
+    return {m: round(v, 4) for m, v in evaluate_ptkb(rankings, qrels).mean.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/ikat/2023")
+    parser.add_argument("--model", default="bundled:minilm")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ikatkit.evaluate.qrels import load_qrels
+    from ikatkit.rank import make_ranker
+    from ikatkit.topics import load_topics
+
+    train, test = load_topics(args.data / "train_topics.json"), load_topics(args.data / "test_topics.json")
+    organizers = load_qrels(args.data / "ptkb_qrels.organizers.txt")
+    assert provenance_qrels(test) == organizers, "the organizers' labels are the topics' ptkb_provenance"
+    train_qrels, nist = provenance_qrels(train), load_qrels(args.data / "ptkb_qrels.nist.txt")
+    with tempfile.TemporaryDirectory() as cache:
+        ranker = make_ranker("bi-encoder", args.model, cache_dir=cache)
+        report = {"train_turns_judged": len(train_qrels)}
+        for kind in ("raw", "manual"):
+            grid = {(turns, weight): figures(ranker, train, kind, train_qrels, turns, weight)[MEASURE]
+                    for turns in TURNS for weight in WEIGHTS}
+            none = figures(ranker, train, kind, train_qrels, 1, 0.0)[MEASURE]
+            (turns, weight), best = max(grid.items(), key=lambda item: (item[1], -item[0][1], -item[0][0]))
+            chosen = (turns, weight) if best > none else (0, 0.0)
+            report[kind] = {
+                "train": {"no_history": none, "best": best, "history_turns": chosen[0], "history_weight": chosen[1],
+                          "seed_setting_3_turns_0.3": grid[(3, 0.3)]},
+                "test_nist": {"no_history": figures(ranker, test, kind, nist, 1, 0.0),
+                              "chosen": figures(ranker, test, kind, nist, max(chosen[0], 1), chosen[1]),
+                              "seed_setting_3_turns_0.3": figures(ranker, test, kind, nist, 3, 0.3)},
+                "test_organizers": {"no_history": figures(ranker, test, kind, organizers, 1, 0.0)[MEASURE],
+                                    "chosen": figures(ranker, test, kind, organizers, max(chosen[0], 1),
+                                                      chosen[1])[MEASURE],
+                                    "seed_setting_3_turns_0.3": figures(ranker, test, kind, organizers, 3,
+                                                                        0.3)[MEASURE]},
+            }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

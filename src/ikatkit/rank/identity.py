@@ -1,0 +1,19 @@
+"""A model's identity for caches: a digest of its weights and of everything else that changes its outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def model_digest(network: Any, *extra: Any) -> str:
+    """sha256 of ``network``'s weights (names and bytes, in order) and the canonical JSON of ``extra``
+    (configs, library versions)."""
+    import torch
+
+    digest = hashlib.sha256(json.dumps(extra, sort_keys=True, default=str).encode())
+    for name, tensor in network.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
