@@ -59,6 +59,8 @@ def test_rewrite_checks(records):
     assert check_rewrite(copied, second.utterance, second.history) == "rewrite copies an earlier utterance"
     assert check_rewrite(copied, records[0].utterance, records[0].history) is None  # turn 1 may keep its words
     assert check_rewrite("", second.utterance, second.history) == "empty rewrite"
+    answered = "You need to eat 200g of protein every day."  # SmolLM2's "rewrite" of demo-1_4
+    assert check_rewrite(answered, records[3].utterance, records[3].history) == "rewrite answers instead of asking"
     good = "What are good vegetarian protein sources without dairy?"
     assert check_rewrite(good, second.utterance, second.history) is None
 
@@ -69,6 +71,9 @@ def test_response_and_query_checks():
     assert check_response(TEMPLATE_RESPONSE) == "response echoes the prompt template"
     assert check_response("Tofu has 8 g of protein per 100 g. Lentils have 9 g. Tofu is cheap.") is None
     assert check_response("Yes. Yes. It is fine.") is None  # short repeated words are no loop
+    assert check_response("### Protein sources\n- Tofu: 8 g per 100 g\n- Lentils: 9 g") is None  # own Markdown
+    assert check_response("### Response:\nTofu and lentils.") is None  # the label the prompt ends on
+    assert check_response("Sure.\nConversational Context: the user runs.") == "response echoes the prompt template"
     assert check_queries(["tofu protein"], "tofu protein\nTofu protein!\n1. tofu protein") == \
         "generated queries are all duplicates"
     assert check_queries(["tofu protein", "lentil protein"], "tofu protein\nlentil protein") is None
@@ -117,6 +122,20 @@ def test_gtr_stages_fall_back(records):
     assert out[0].notes[-1] == "generated queries are all duplicates: the turn's query used"
     assert out[1].notes[-1] == "no generated query: the turn's query used"
     assert queries.stats["parse_fallbacks"] == 2
+
+
+def test_stop_strings_cut_the_reply_before_a_guard_sees_it(records):
+    """The prompts' stop strings end a reply where the model starts another section or turn."""
+    from ikatkit.llm.base import cut_at_stop
+    from ikatkit.llm.prompts import STOPS
+
+    assert cut_at_stop("Beans.\nUser: more?", STOPS["rtg_response"]) == "Beans."
+    assert cut_at_stop("### Response:\nBeans.", STOPS["rtg_response"]) == "### Response:\nBeans."
+    record = records[0]
+    record.ranking = [("p1", 1.0)]
+    llm = ScriptedLLM(["Tofu and lentils give protein.\n\n### User Question:\nWhat are good sources for me?"])
+    out = Respond(Texts({"p1": "Tofu."}), llm).transform([record])
+    assert out[0].response == "Tofu and lentils give protein." and not out[0].notes
 
 
 def test_rejected_outputs_survive_checkpoints(records):

@@ -12,14 +12,25 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 from ikatkit.llm.parse import output_lines
 
 ROLE_TAG = re.compile(r"^\s*(user|system|assistant|human|bot)\s*:", re.I | re.M)
-TEMPLATE_ECHO = re.compile(r"^\s*#{2,}\s*\w|\b(user question|rewritten user question|conversational context|"
-                           r"user information|instruction)\s*:", re.I | re.M)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 MIN_REPEATED_WORDS = 3
+
+
+@lru_cache(maxsize=1)
+def _template_echo() -> re.Pattern[str]:
+    """The input section labels of our prompts (``### User Question:``, ``### Passages:``, ...) as an output may
+    repeat them, with or without the ``###``. The label a prompt ends on (``### Response:``) only introduces
+    the output, and a response's own Markdown headings do not match."""
+    from ikatkit.llm.prompts import TASKS, template
+
+    sections = [re.findall(r"^###\s*(.+?):\s*$", template(task), re.M) for task in TASKS]
+    labels = sorted({label for found in sections for label in found[:-1]} - {found[-1] for found in sections})
+    return re.compile(r"^\s*(#+\s*)?(" + "|".join(map(re.escape, labels)) + r")\s*:", re.I | re.M)
 
 
 def normalize(text: str) -> str:
@@ -28,8 +39,8 @@ def normalize(text: str) -> str:
 
 
 def echoes_template(text: str) -> bool:
-    """Section headers or labels of our prompts in the output (``### Response:``, ``User Question:``)."""
-    return bool(TEMPLATE_ECHO.search(text))
+    """Section labels of our prompts in the output (``### Response:``, ``User Question:``)."""
+    return bool(_template_echo().search(text))
 
 
 def repeated_sentence(text: str) -> str | None:
@@ -44,7 +55,8 @@ def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str
     """Why the parsed ``rewrite`` must not be used, or None.
 
     Rejected: empty; role tags or prompt sections in the output; a copy of an earlier utterance of the
-    conversation (unless the user repeated that utterance now)."""
+    conversation (unless the user repeated that utterance now); a statement where the user asked a question
+    (the model answered instead of rewriting: "You need to eat 200g of protein every day.")."""
     if not rewrite.strip():
         return "empty rewrite"
     if ROLE_TAG.search(rewrite):
@@ -54,6 +66,8 @@ def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str
     own, current = normalize(rewrite), normalize(utterance)
     if own != current and any(own == normalize(previous) for previous, _ in history):
         return "rewrite copies an earlier utterance"
+    if utterance.rstrip().endswith("?") and "?" not in rewrite and rewrite.rstrip().endswith((".", "!")):
+        return "rewrite answers instead of asking"
     return None
 
 

@@ -96,8 +96,9 @@ class TransformersLLM(LLM):
             inputs = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             inputs = inputs.to(self.network.device)
             with torch.no_grad():
+                stop = {"stop_strings": list(params["stop"]), "tokenizer": self.tokenizer} if params.get("stop") else {}
                 output = self.network.generate(**inputs, max_new_tokens=params["max_new_tokens"],
-                                               pad_token_id=self.tokenizer.pad_token_id, **sampling)
+                                               pad_token_id=self.tokenizer.pad_token_id, **sampling, **stop)
             width = inputs["input_ids"].shape[1]
             for row, mask in zip(output, inputs["attention_mask"]):
                 new = row[width:]

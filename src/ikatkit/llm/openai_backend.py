@@ -52,9 +52,10 @@ class OpenAILLM(LLM):
         errors = self.errors
         for attempt in range(self.max_retries + 1):
             try:
+                stop = {"stop": list(params["stop"])[:4]} if params.get("stop") else {}  # the API takes up to 4
                 reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
                                                             max_tokens=params["max_new_tokens"],
-                                                            temperature=params["temperature"])
+                                                            temperature=params["temperature"], **stop)
                 usage = reply.usage
                 return ((reply.choices[0].message.content or "").strip(),
                         usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)

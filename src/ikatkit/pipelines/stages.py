@@ -38,9 +38,9 @@ def _reject(record: TurnRecord, llm: Any, stage: str, output: str, note: str) ->
 
 
 def _chat(llm: Any, task: str, variables: list[dict[str, Any]]) -> list[str]:
-    from ikatkit.llm.prompts import render
+    from ikatkit.llm.prompts import STOPS, render
 
-    return llm.chat([render(task, **v) for v in variables]) if variables else []
+    return llm.chat([render(task, **v) for v in variables], stop=STOPS.get(task, ())) if variables else []
 
 
 class RawQuery:
@@ -96,7 +96,7 @@ class Rewrite:
     """LLM rewrite of the utterance from all previous utterances and the last canonical response.
 
     The raw utterance is used instead when the guards reject the rewrite (empty, role tags or the prompt in
-    it, a copy of an earlier utterance), noted on the record."""
+    it, a copy of an earlier utterance, an answer instead of a question), noted on the record."""
 
     name = "rewrite"
 
