@@ -111,4 +111,5 @@ def test_validator_finds_passages_the_index_lacks(manual_run, demo_dir, demo_ind
     report = validate_run(path, demo_dir / "topics.json", ids=demo_index)
     unknown = [p for p in report.problems if p.code == "unknown-passage"]
     assert len(report.problems) == 1 and report.ok  # a warning: the organizers' validator warns too
-    assert (unknown[0].turns, unknown[0].examples, unknown[0].count) == (["demo-1_1"], ["clueweb22-en0000-00-00000:99"], 1)
+    assert (unknown[0].turns, unknown[0].examples, unknown[0].count) == (
+        ["demo-1_1"], ["clueweb22-en0000-00-00000:99"], 1)

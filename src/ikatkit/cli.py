@@ -477,7 +477,8 @@ def _add_ptkb(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_rerank, _add_ptkb,
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune,
+                                                             _add_rerank, _add_ptkb,
                                                              _add_demo]
 
 

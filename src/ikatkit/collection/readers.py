@@ -160,7 +160,8 @@ def read_msmarco(path: Path, stats: ReadStats, split: Splitter = rule_splitter) 
 
 
 READERS: dict[str, Callable[[Path, ReadStats, Splitter], Iterator[Passage]]] = {
-    "clueweb22": read_clueweb22, "jsonl": read_jsonl, "provenance": read_provenance, "trecweb": read_trecweb, "car": read_car,
+    "clueweb22": read_clueweb22, "jsonl": read_jsonl, "provenance": read_provenance, "trecweb": read_trecweb,
+    "car": read_car,
     "msmarco": read_msmarco}
 
 

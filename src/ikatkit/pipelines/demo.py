@@ -15,7 +15,7 @@ guards replace the degenerate ones (notes above). For a real model, change two l
     model = "gpt-4o-mini"          # an OpenAI-compatible server: its model name, plus base_url = "http://HOST:PORT/v1"
   or on a GPU:
     backend = "transformers"
-    model = "meta-llama/Llama-2-7b-chat-hf"   # quantization = "4bit" fits it in 6 GB (configs/rtg_llama_zeroshot.toml)"""
+    model = "meta-llama/Llama-2-7b-chat-hf"   # with quantization = "4bit" as configs/rtg_llama_zeroshot.toml"""
 
 
 def demo_data() -> Path:
@@ -66,7 +66,8 @@ def explain_turn(record: TurnRecord, scores: dict[str, float], width: int = 60) 
              f"  PTKB:        {'; '.join(record.ptkb_texts()) or '(none)'}",
              f"  top passage: {top} {cut(record.passage_texts.get(top, ''), 30)!r}" if top else "  top passage: (none)",
              f"  response:    {cut(record.response, width)}"]
-    lines += [f"  guard:       {stage} output {cut(output, 20)!r} rejected" for stage, output in record.rejected.items()]
+    lines += [f"  guard:       {stage} output {cut(output, 20)!r} rejected" for stage, output in
+              record.rejected.items()]
     lines += [f"  note:        {note}" for note in record.notes]
     if scores:
         lines.append("  this turn:   " + ", ".join(f"{m} {v:.4f}" for m, v in scores.items()))
