@@ -45,3 +45,21 @@ def passages_index(passages_jsonl, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("index") / "ikat2023-894"
     build_index([passages_jsonl], out, threads=2)
     return out
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    """The embedded demo collection, topics and judgements (src/ikatkit/data/demo; always present)."""
+    from ikatkit.pipelines.demo import demo_data
+
+    return demo_data()
+
+
+@pytest.fixture(scope="session")
+def demo_index(demo_dir, tmp_path_factory) -> Path:
+    """A real Lucene index of the 202 passages of the embedded demo collection."""
+    from ikatkit.index.build import build_index
+
+    out = tmp_path_factory.mktemp("demo-index") / "demo"
+    build_index([demo_dir / "clueweb22"], out, fmt="clueweb22", threads=1)
+    return out

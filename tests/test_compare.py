@@ -63,6 +63,34 @@ def test_missing_turns_scored_zero(runs, ikat2023):
     assert zero[("half", "nDCG@5")]["delta"] < 0 and zero[("half", "nDCG@5")]["p"] < 0.05
 
 
+def test_intervals_and_all_pairs(runs, ikat2023):
+    """95% intervals are Student-t intervals of the per-turn values; all pairs are tested and corrected together."""
+    import numpy as np
+    from scipy import stats
+
+    names = ("reference", "reversed", "shuffled")
+    comparison = compare_runs({n: runs[n] for n in names}, ikat2023 / "qrels.txt", measures=["nDCG@5", "P(rel=2)@20"],
+                              all_pairs=True)
+    row = next(r for r in comparison.rows if r["run"] == "shuffled" and r["measure"] == "nDCG@5")
+    values = np.array([v["nDCG@5"] for v in comparison.results["shuffled"].per_query.values()])
+    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((values.mean() - half, values.mean() + half), abs=1e-12)
+    assert len(comparison.pairs) == 3 * 2  # (reference, reversed), (reference, shuffled), (reversed, shuffled)
+    pair = next(p for p in comparison.pairs if (p["run_a"], p["run_b"], p["measure"]) == ("reversed", "shuffled",
+                                                                                            "nDCG@5"))
+    a, b = comparison.results["reversed"].per_query, comparison.results["shuffled"].per_query
+    common = sorted(set(a) & set(b))
+    raw = paired_test([a[q]["nDCG@5"] for q in common], [b[q]["nDCG@5"] for q in common])
+    assert pair["p"] == pytest.approx(raw) and pair["delta"] == pytest.approx(
+        comparison.results["shuffled"].mean["nDCG@5"] - comparison.results["reversed"].mean["nDCG@5"])
+    assert [p["p_adjusted"] for p in comparison.pairs] == pytest.approx(correct([p["p"] for p in comparison.pairs]))
+    table = comparison.to_markdown()
+    assert "nDCG@5 95% CI" in table and "nDCG@5 p (holm)" in table and "All pairs:" in table
+    baseline_row = table.splitlines()[2].split(" | ")
+    assert baseline_row[0] == "| reference" and baseline_row[3:5] == ["", ""]  # no delta, no p against itself
+    assert f"{row['delta']:+.4f}" in table
+
+
 def test_tests_and_corrections():
     a, b = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.3, 0.5, 0.4, 0.6, 0.9, 0.8]
     for test in ("ttest", "wilcoxon", "randomization"):
@@ -107,9 +135,15 @@ def test_plots_and_report(runs, ikat2023, tmp_path):
     for path in files["plots"]:
         data = path.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    assert files["per_turn"].read_text().splitlines()[0] == "turn,reference,reversed"
+    assert len(files["plots"]) == 2 * 6  # per turn position and per conversation, for each of the 6 measures
+    per_turn = list(csv.DictReader(files["per_turn"].read_text().splitlines()))
+    assert list(per_turn[0]) == ["turn", "judged_turns", "measure", "reference", "reversed"]
+    first = [r for r in per_turn if r["turn"] == "1" and r["measure"] == "nDCG@5"]
+    qrels_turns = {line.split()[0] for line in (ikat2023 / "qrels.txt").read_text().splitlines()}
+    assert int(first[0]["judged_turns"]) == sum(q.endswith("_1") for q in qrels_turns)
     report = write_report(subset, ikat2023 / "qrels.txt", tmp_path / "report").read_text()
-    assert report.count("data:image/png;base64,") == 2 and "<td>reversed</td>" in report
+    assert report.count("data:image/png;base64,") == 12 and "<td>reversed</td>" in report
+    assert "<td>176</td><td>0</td>" in report and f"qrels: {ikat2023 / 'qrels.txt'}" in report
 
 
 def _official(ranking: dict[str, dict[str, float]], topics, ptkb_order) -> Run:
@@ -145,7 +179,7 @@ def test_compare_and_report_commands_with_ptkb(runs, ikat2023, tmp_path, capsys)
             "ptkb_nDCG_5_per_conversation.png"} <= names
     assert main(["report", *common, "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 4 and page.count("<table>") == 2
+    assert page.count("data:image/png;base64,") == 2 * 6 + 2 * 4 and page.count("<table>") == 3
     assert "PTKB statement ranking" in page and "<td>automatic</td>" in page
     assert main(["compare", *common, "--baseline", "nobody"]) == 2
     assert "baseline 'nobody' is not among the runs" in capsys.readouterr().err

@@ -57,6 +57,24 @@ def test_samples_are_seeded_and_cached_one_entry_each(smollm2):
         smollm2.cache = cache
 
 
+def test_stop_strings_end_the_reply_only(smollm2):
+    """A stop string ends generation inside the reply, never across the prompt's end: the chat template ends in a
+    new line, so a stop "\n" + the reply's first word must not fire (transformers' stop_strings would)."""
+    cache, smollm2.cache = smollm2.cache, None
+    try:
+        before = smollm2.stats["completion_tokens"]
+        full = smollm2.chat([QUESTION])[0]
+        tokens = smollm2.stats["completion_tokens"] - before
+        word = full.split()[-1]
+        stopped = smollm2.chat([QUESTION], stop=[word])[0]
+        used = smollm2.stats["completion_tokens"] - before - tokens
+        opening = smollm2.chat([QUESTION], stop=["\n" + full.split()[0]])[0]
+    finally:
+        smollm2.cache = cache
+    assert stopped == full[: full.index(word)].strip() and used <= tokens
+    assert opening == full
+
+
 def test_lora_adapter_changes_outputs(smollm2, tmp_path):
     import torch
     from peft import LoraConfig, get_peft_model

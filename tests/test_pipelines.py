@@ -180,7 +180,8 @@ def test_llm_pipelines_on_one_conversation(name, body, ikat2023, passages_index,
         assert record.response.strip()
         assert record.ranking and len(record.ranking) <= (1000 if name.startswith("gtr") else 100)
         if name.startswith("gtr"):
-            assert 1 <= len(record.queries) <= 5 and record.initial_answer
+            assert 1 <= len(record.queries) <= 5
+            assert record.initial_answer or "generate_answer" in record.rejected  # a guarded answer is kept there
         else:
             assert record.query and len(record.ptkb) == 3
     manifest = json.loads(outcome.manifest_file.read_text())

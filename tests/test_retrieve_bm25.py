@@ -30,11 +30,23 @@ def test_same_ranking_as_lucene_searcher(passages_index, ikat2023):
     assert searcher.search("   ", 10) == [] and searcher.search("the of and", 10) == []
 
 
-def test_scores_adjusted_like_anserini(passages_index):
+@pytest.mark.parametrize("kind", ["raw", "manual"])
+def test_same_ranking_as_lucene_searcher_on_the_demo(demo_index, demo_dir, kind):
+    searcher = Bm25Searcher(demo_index)
+    assert searcher.bulk
+    queries = load_topics(demo_dir / "topics.json").queries(kind)
+    ours = searcher.batch_search(queries, 1000)
+    for qid, query in queries.items():
+        reference = searcher.pyserini.search(query, 1000)
+        assert [(h.docid, h.score) for h in ours[qid]] == [(h.docid, h.score) for h in reference], qid
+    assert sum(map(len, ours.values())) > 12 * 50
+
+
+def test_scores_adjusted_like_anserini(demo_index):
     """Rounded to 1e-4; each further tie 1e-6 lower (float32), a tie run ends at a gap over 1e-4."""
     from ikatkit.java import autoclass
 
-    Bm25Searcher(passages_index)  # starts our JVM with the helper on the class path
+    Bm25Searcher(demo_index)  # starts our JVM with the helper on the class path
     adjust = autoclass("ikatkit.TopHits").anseriniScores
     assert list(adjust([])) == []
     got = list(adjust([23.439316, 22.087432, 22.087432, 22.087410, 21.602508]))
@@ -42,8 +54,8 @@ def test_scores_adjusted_like_anserini(passages_index):
     assert got == pytest.approx(want, abs=1e-7)
 
 
-def test_rm3_and_texts(passages_index):
-    plain, rm3 = Bm25Searcher(passages_index), Bm25Searcher(passages_index, rm3={"fb_terms": 10, "fb_docs": 5})
+def test_rm3_and_texts(demo_index):
+    plain, rm3 = Bm25Searcher(demo_index), Bm25Searcher(demo_index, rm3={"fb_terms": 10, "fb_docs": 5})
     query = "vegetarian diet without soy"
     assert plain.search(query, 50) != rm3.search(query, 50)
     top = plain.search(query, 3)

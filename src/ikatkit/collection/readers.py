@@ -1,7 +1,8 @@
 """Streaming readers: each yields passages and counts bad records (file, line, reason) instead of dying.
 
 Formats: ``clueweb22`` (raw records ``ClueWeb22-ID``/``URL``/``Clean-Text`` in ``.json.gz``/``.json``/``.jsonl``,
-segmented the iKAT way), ``jsonl`` (passages ``{id, contents, url}``), ``trecweb`` (``<DOC>`` with
+segmented the iKAT way), ``jsonl`` (passages ``{id, contents, url}``), ``provenance`` (the organizers'
+provenance-passage JSONL ``{doc_id, passage_id, passage_text}``, id ``doc_id:passage_id``), ``trecweb`` (``<DOC>`` with
 ``<PASSAGE id=N>`` blocks), ``car`` (TREC CAR paragraphs, cbor), ``msmarco`` (``id<TAB>text``).
 """
 
@@ -19,7 +20,7 @@ from ikatkit.collection.segment import Splitter, rule_splitter, segment
 from ikatkit import jsonl
 from ikatkit.errors import IkatError
 
-FORMATS = ("clueweb22", "jsonl", "trecweb", "car", "msmarco")
+FORMATS = ("clueweb22", "jsonl", "provenance", "trecweb", "car", "msmarco")
 MAX_KEPT_PROBLEMS = 20
 # Anserini drops a passage whose text Java's trim() empties (characters <= U+0020); Unicode white space too.
 _BLANK = "".join(chr(c) for c in range(0x3001) if c <= 0x20 or chr(c).isspace())
@@ -92,6 +93,18 @@ def read_jsonl(path: Path, stats: ReadStats, split: Splitter = rule_splitter) ->
         yield Passage(pid, contents, record.get("url", "") or "", number)
 
 
+def read_provenance(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    """The organizers' provenance passages (``{doc_id, passage_id, passage_text}``), already segmented."""
+    for number, record in _json_lines(path, stats):
+        doc_id, number_, contents = record.get("doc_id"), record.get("passage_id"), record.get("passage_text")
+        if not isinstance(doc_id, str) or not doc_id or not isinstance(number_, (str, int)) \
+                or isinstance(number_, bool) or str(number_) == "" or not isinstance(contents, str):
+            stats.skip(path, number, "a provenance passage needs 'doc_id', 'passage_id' and 'passage_text'")
+            continue
+        stats.documents += 1
+        yield Passage(f"{doc_id}:{number_}", contents, "", number)
+
+
 _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S)
 _URL = re.compile(r"<DOCHDR>\s*(\S*)", re.S)
 _PASSAGE = re.compile(r"<PASSAGE id=\"?(\d+)\"?>(.*?)</PASSAGE>", re.S)
@@ -143,7 +156,8 @@ def read_msmarco(path: Path, stats: ReadStats, split: Splitter = rule_splitter) 
 
 
 READERS: dict[str, Callable[[Path, ReadStats, Splitter], Iterator[Passage]]] = {
-    "clueweb22": read_clueweb22, "jsonl": read_jsonl, "trecweb": read_trecweb, "car": read_car,
+    "clueweb22": read_clueweb22, "jsonl": read_jsonl, "provenance": read_provenance, "trecweb": read_trecweb,
+    "car": read_car,
     "msmarco": read_msmarco}
 
 
@@ -171,8 +185,11 @@ def detect_format(path: Path) -> str:
             return "clueweb22"
         if "id" in record and "contents" in record:
             return "jsonl"
+        if {"doc_id", "passage_id", "passage_text"} <= set(record):
+            return "provenance"
     raise IkatError("cannot tell the collection format", path=path,
-                    fix=f"pass --format, one of {FORMATS} (passage JSONL needs 'id' and 'contents')")
+                    fix=f"pass --format, one of {FORMATS} (passage JSONL needs 'id' and 'contents'; provenance "
+                        "passages 'doc_id', 'passage_id' and 'passage_text')")
 
 
 def input_files(inputs: Iterable[str | Path]) -> list[Path]:

@@ -29,7 +29,9 @@ def load_qrels(path: str | Path) -> Qrels:
                 continue
             parts = line.split()
             if len(parts) != 4 or not parts[3].lstrip("-").isdigit():
-                raise IkatError(f"expected 'qid 0 docid grade', got {line.strip()!r}", path=path,
+                shown = line.strip()
+                shown = shown if len(shown) <= 200 else f"{shown[:200]}... ({len(shown)} characters)"
+                raise IkatError(f"expected 'qid 0 docid grade', got {shown!r}", path=path,
                                 where=f"line {number}", fix="qrels lines have 4 columns, the last an integer")
             qid, docid, grade = parts[0], parts[2], int(parts[3])
             first = lines.setdefault((qid, docid), number)
@@ -44,3 +46,11 @@ def load_qrels(path: str | Path) -> Qrels:
     if repeated:
         log.warning("%s: %d repeated qrels lines (same turn, passage and grade) ignored", path, repeated)
     return qrels
+
+
+def write_qrels(qrels: Qrels, path: str | Path) -> None:
+    """TREC qrels lines ``qid 0 docid grade`` in the mapping's order, written atomically."""
+    from ikatkit.atomic import write_text
+
+    write_text(path, "".join(f"{qid} 0 {docid} {grade}\n" for qid, docs in qrels.items()
+                             for docid, grade in docs.items()))

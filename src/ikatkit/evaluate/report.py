@@ -12,26 +12,37 @@ from typing import Any
 from ikatkit.atomic import write_text
 from ikatkit.evaluate.compare import Comparison, compare_ptkb, compare_runs
 from ikatkit.evaluate.plots import by_conversation, by_position, natural_key, plot_breakdowns
+from ikatkit.topics import split_query_id
 
 
-def write_comparison(comparison: Comparison, out: Path, measure: str | None = None, prefix: str = "") -> dict[str, Any]:
-    """All files of a comparison in ``out`` (names start with ``prefix``): Markdown, CSV and LaTeX tables,
-    per-turn and per-conversation tables and plots of ``measure`` (default: nDCG@5, else the first measure)."""
+def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dict[str, Any]:
+    """All files of a comparison in ``out`` (names start with ``prefix``): Markdown, CSV and LaTeX tables (and
+    the all-pairs CSV), per-turn-position and per-conversation tables of every measure with the count of judged
+    turns behind each value, and two plots per measure."""
     out.mkdir(parents=True, exist_ok=True)
-    measure = measure or ("nDCG@5" if "nDCG@5" in comparison.measures else comparison.measures[0])
     files: dict[str, Any] = {"markdown": out / f"{prefix}comparison.md", "csv": out / f"{prefix}comparison.csv",
                              "latex": out / f"{prefix}comparison.tex"}
     write_text(files["markdown"], comparison.to_markdown() + "\n")
     write_text(files["csv"], comparison.to_csv())
     write_text(files["latex"], comparison.to_latex())
-    files["plots"] = plot_breakdowns(comparison.results, measure, out, prefix=prefix)
-    for kind, breakdown in (("per_turn", by_position), ("per_conversation", by_conversation)):
-        series = {name: breakdown(r, measure) for name, r in comparison.results.items()}
-        keys = sorted({k for s in series.values() for k in s}, key=lambda k: natural_key(str(k)))
+    if comparison.pairs:
+        files["pairs"] = out / f"{prefix}pairs.csv"
+        write_text(files["pairs"], comparison.pairs_csv())
+    files["plots"] = [path for measure in comparison.measures
+                      for path in plot_breakdowns(comparison.results, measure, out, prefix=prefix)]
+    for kind, breakdown, group in (("per_turn", by_position, lambda q: split_query_id(q)[1]),
+                                   ("per_conversation", by_conversation, lambda q: split_query_id(q)[0])):
+        turns: dict[Any, set[str]] = {}
+        for result in comparison.results.values():
+            for qid in result.per_query:
+                turns.setdefault(group(qid), set()).add(qid)
         table = io.StringIO()
         writer = csv.writer(table, lineterminator="\n")
-        writer.writerow([kind.split("_", 1)[1], *series])
-        writer.writerows([[k, *(f"{s.get(k, float('nan')):.4f}" for s in series.values())] for k in keys])
+        writer.writerow([kind.split("_", 1)[1], "judged_turns", "measure", *comparison.results])
+        for measure in comparison.measures:
+            series = [breakdown(r, measure) for r in comparison.results.values()]
+            for key in sorted(turns, key=lambda k: natural_key(str(k))):
+                writer.writerow([key, len(turns[key]), measure, *(f"{s.get(key, float('nan')):.4f}" for s in series)])
         files[kind] = out / f"{prefix}{kind}.csv"
         write_text(files[kind], table.getvalue())
     return files
@@ -39,14 +50,16 @@ def write_comparison(comparison: Comparison, out: Path, measure: str | None = No
 
 def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = None, topics: Any = None,
                  **options: Any) -> Path:
-    """The manual-vs-automatic report: one HTML file with the tables and the plots embedded."""
+    """The manual-vs-automatic report: one HTML file with the runs and qrels compared (paths, turns evaluated
+    and missing), the tables and every plot embedded."""
     comparison = compare_runs(runs, qrels, **options)
     ptkb = None
     if ptkb_qrels is not None:
         ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
-                            correction=comparison.correction, missing=options.get("missing", "skip"))
+                            correction=comparison.correction, missing=options.get("missing", "skip"),
+                            all_pairs=options.get("all_pairs", False))
     plots = write_comparison(comparison, out)["plots"]
-    sections = [_table_html("Passage ranking", comparison)]
+    sections = [_sources_html(comparison, ptkb), _table_html("Passage ranking", comparison)]
     if ptkb is not None:
         plots += write_comparison(ptkb, out, prefix="ptkb_")["plots"]
         sections.append(_table_html("PTKB statement ranking", ptkb))
@@ -63,10 +76,22 @@ def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = 
     return path
 
 
-def _table_html(title: str, comparison: Comparison) -> str:
-    rows = comparison.table()
+def _rows_html(rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-    note = (f"* p &lt; 0.05 against {html.escape(comparison.baseline)} ({comparison.test}, {comparison.correction} "
-            "correction); (wins/ties/losses) per judged turn; judged@k: share of the top k judged (Judged@k).")
-    return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table><p>{note}</p>"
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _sources_html(comparison: Comparison, ptkb: Comparison | None) -> str:
+    """What was compared: each run's file, the qrels, and the judged turns evaluated and missing per run."""
+    rows = [["run", "file", "judged turns evaluated", "judged turns missing"]]
+    rows += [[name, comparison.sources.get(name, ""), str(len(r.evaluated)), str(len(r.missing))]
+             for name, r in comparison.results.items()]
+    qrels = f"qrels: {comparison.qrels}" + (f"; PTKB qrels: {ptkb.qrels}" if ptkb is not None else "")
+    return f"<h2>Runs</h2>{_rows_html(rows)}<p>{html.escape(qrels)}</p>"
+
+
+def _table_html(title: str, comparison: Comparison) -> str:
+    note = html.escape(comparison.note().replace("`", ""))
+    pairs = f"<h3>All pairs</h3>{_rows_html(comparison.pairs_table())}" if comparison.pairs else ""
+    return f"<h2>{html.escape(title)}</h2>{_rows_html(comparison.table())}<p>{note}</p>{pairs}"

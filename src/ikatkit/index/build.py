@@ -23,6 +23,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -46,6 +47,7 @@ from ikatkit.index.segmenters import FileReport, Segmenters, Task, file_sha256, 
 from ikatkit.java import anserini_jar, helper_classes, java_home
 
 MANIFEST = "manifest.json"
+SHOWN_PROBLEMS = 5  # skipped records named on the terminal; the manifest keeps up to 20
 SEGMENTERS = ("auto", "java", "python")
 JAVA_COLLECTION = "IkatClueWeb22Collection"  # src/ikatkit/index/IkatClueWeb22Collection.java
 _INDEXED = re.compile(r"indexed:\s+([\d,]+)")
@@ -332,4 +334,8 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
         write_json(out / MANIFEST, manifest)
     print(f"indexed {stats.passages} passages from {stats.documents} documents "
           f"({stats.skipped} records skipped) in {manifest['seconds']} s -> {out}")
+    if stats.skipped:
+        shown = stats.problems[:SHOWN_PROBLEMS]
+        print(f"skipped records (first {len(shown)}; up to {len(stats.problems)} in {out / MANIFEST}):\n  "
+              + "\n  ".join(shown), file=sys.stderr)
     return manifest

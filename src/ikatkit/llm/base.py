@@ -12,9 +12,15 @@ from ikatkit.errors import IkatError
 from ikatkit.llm.cache import DiskCache, cache_key
 
 Messages = list[dict[str, str]]
-GENERATION_PARAMETERS = ("max_new_tokens", "temperature", "top_p", "seed", "sample")
+GENERATION_PARAMETERS = ("max_new_tokens", "temperature", "top_p", "seed", "sample", "stop")
 SAMPLING_PARAMETERS = ("top_p", "seed", "sample")  # matter only when sampling (temperature > 0)
 log = logging.getLogger(__name__)
+
+
+def cut_at_stop(text: str, stop: list[str] | tuple[str, ...]) -> str:
+    """``text`` before the first occurrence of any ``stop`` string, stripped."""
+    ends = [text.find(s) for s in stop if s and s in text]
+    return (text[: min(ends)] if ends else text).strip()
 
 
 class LLM:
@@ -59,12 +65,14 @@ class LLM:
 
     def chat(self, batch: list[Messages], **overrides: Any) -> list[str]:
         """One reply per conversation; ``overrides`` (max_new_tokens, temperature, top_p, seed, sample: the
-        sample index) apply to this call only."""
+        sample index; stop) apply to this call only.
+
+        ``stop``: strings that end generation; the reply is cut before the first of them, by every backend."""
         unknown = sorted(set(overrides) - set(GENERATION_PARAMETERS))
         if unknown:
             raise IkatError(f"unknown generation parameter(s) {unknown}", where="LLM.chat",
                             fix=f"use only {GENERATION_PARAMETERS}")
-        params = {**self.params, **overrides}
+        params = {**self.params, **{k: v for k, v in overrides.items() if k != "stop" or v}}
         keys = [self._key(m, params) for m in batch]
         outputs: dict[int, str] = {}
         todo: list[int] = []
@@ -82,7 +90,7 @@ class LLM:
             generated = self._generate([batch[i] for i in todo], params)
             self.stats["generate_seconds"] += time.perf_counter() - start
             for i, (text, prompt_tokens, completion_tokens) in zip(todo, generated):
-                outputs[i] = text
+                text = outputs[i] = cut_at_stop(text, params.get("stop", ()))
                 self.stats["prompt_tokens"] += prompt_tokens
                 self.stats["completion_tokens"] += completion_tokens
                 if self.cache:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,22 @@ def load_model(model: str, adapter: str | None = None, quantization: str | None 
     return tokenizer, network
 
 
+class StopInReply:
+    """A stopping criterion: a row is done once its reply (the tokens after the prompt) contains a stop string.
+
+    transformers' own ``stop_strings`` also match across the prompt's end: the chat template ends in a new line,
+    so a reply opening with ``User:`` would stop at once on ``\nUser:``."""
+
+    def __init__(self, tokenizer: Any, stop: Sequence[str], width: int) -> None:
+        self.tokenizer, self.stop, self.width = tokenizer, [s for s in stop if s], width
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        replies = self.tokenizer.batch_decode(input_ids[:, self.width:], skip_special_tokens=True)
+        return torch.tensor([any(s in reply for s in self.stop) for reply in replies], device=input_ids.device)
+
+
 class TransformersLLM(LLM):
     """Batched generation (left padding, greedy unless temperature > 0) with the model's chat template."""
 
@@ -98,9 +115,11 @@ class TransformersLLM(LLM):
             inputs = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             inputs = inputs.to(self.network.device)
             with torch.no_grad():
+                width = inputs["input_ids"].shape[1]
+                stop = {"stopping_criteria": [StopInReply(self.tokenizer, params["stop"], width)]} \
+                    if params.get("stop") else {}
                 output = self.network.generate(**inputs, max_new_tokens=params["max_new_tokens"],
-                                               pad_token_id=self.tokenizer.pad_token_id, **sampling)
-            width = inputs["input_ids"].shape[1]
+                                               pad_token_id=self.tokenizer.pad_token_id, **sampling, **stop)
             for row, mask in zip(output, inputs["attention_mask"]):
                 new = row[width:]
                 new = new[new != self.tokenizer.pad_token_id]

@@ -55,11 +55,12 @@ class OpenAILLM(LLM):
 
     def _one(self, messages: Messages, params: dict[str, Any]) -> tuple[str, int, int]:
         errors = self.errors
+        stop = {"stop": list(params["stop"])[:4]} if params.get("stop") else {}  # the API takes up to 4
         try:
             reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
                                                         max_tokens=params["max_new_tokens"],
                                                         temperature=params["temperature"],
-                                                        **self._sampling(params))
+                                                        **self._sampling(params), **stop)
         except (errors.AuthenticationError, errors.PermissionDeniedError) as err:
             raise IkatError(f"the server refused the API key (HTTP {err.status_code})", where=self.where,
                             fix="check OPENAI_API_KEY") from None

@@ -15,21 +15,21 @@ def _clean(line: str) -> str:
     return line.strip("\"'“”‘’`").strip()
 
 
-def _lines(output: str) -> list[str]:
+def output_lines(output: str) -> list[str]:
     """Cleaned non-empty lines, without echoed section headers and introductions ending in a colon."""
     return [c for c in map(_clean, output.splitlines()) if c and not c.startswith("###") and not c.endswith(":")]
 
 
 def parse_rewrite(output: str) -> str:
     """The first non-empty line of a rewrite, without prefixes and quotes ('' when there is none)."""
-    lines = _lines(output)
+    lines = output_lines(output)
     return lines[0] if lines else ""
 
 
 def parse_queries(output: str, limit: int = 5) -> list[str]:
     """Up to ``limit`` distinct queries, one per line, numbering and bullets removed."""
     queries: list[str] = []
-    for line in _lines(output):
+    for line in output_lines(output):
         if line.lower() not in (q.lower() for q in queries):
             queries.append(line)
     return queries[:limit]

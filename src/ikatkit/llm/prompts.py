@@ -11,6 +11,10 @@ from ikatkit.errors import IkatError
 
 TASKS = ("rtg_rewrite", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify")
 MAX_PASSAGE_WORDS = 200
+# Where a reply ends: on a new line, the model starting another turn or another prompt section (SmolLM2-135M
+# goes on with "### User Question: ..." or "User: ..."). A reply may open with a label or an introduction
+# line, so neither "###" at its start nor "\n" alone stops it.
+STOPS: dict[str, tuple[str, ...]] = {task: ("\n###", "\nUser:", "\nSystem:") for task in TASKS}
 
 
 @lru_cache(maxsize=None)

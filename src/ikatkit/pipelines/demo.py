@@ -6,6 +6,16 @@ from importlib.resources import files
 from pathlib import Path
 
 from ikatkit.atomic import write_json
+from ikatkit.pipelines.record import TurnRecord
+
+SHOWN_TURN = "demo-1_2"  # "What are good sources for me?": needs the conversation and the PTKB
+REAL_MODEL = """The bundled SmolLM2-135M only exercises the plumbing: its rewrites and responses are weak, and the
+guards replace the degenerate ones (notes above). For a real model, change two lines of [resources.llm] in the config:
+    backend = "openai"
+    model = "gpt-4o-mini"          # an OpenAI-compatible server: its model name, plus base_url = "http://HOST:PORT/v1"
+  or on a GPU:
+    backend = "transformers"
+    model = "meta-llama/Llama-2-7b-chat-hf"   # with quantization = "4bit" as configs/rtg_llama_zeroshot.toml"""
 
 
 def demo_data() -> Path:
@@ -19,6 +29,7 @@ def run_demo(config: str | Path, out: str | Path) -> int:
     from ikatkit.evaluate.ptkb import evaluate_ptkb
     from ikatkit.evaluate.qrels import load_qrels
     from ikatkit.index.build import build_index
+    from ikatkit.pipelines.config import load_config
     from ikatkit.pipelines.runner import run_pipeline
 
     data, out = demo_data(), Path(out)
@@ -33,5 +44,30 @@ def run_demo(config: str | Path, out: str | Path) -> int:
                                          "per_query": passages.per_query})
     print("passage ranking: " + ", ".join(f"{m} {v:.4f}" for m, v in passages.mean.items()))
     print("PTKB ranking:    " + ", ".join(f"{m} {v:.4f}" for m, v in ptkb.mean.items()))
-    print(f"evaluation: {out / 'evaluation.json'}")
+    print(f"evaluation: {out / 'evaluation.json'}\n")
+    shown = next(r for r in outcome.records if r.qid == SHOWN_TURN)
+    print(explain_turn(shown, passages.per_query.get(SHOWN_TURN, {})))
+    if any(spec.get("kind") == "llm" for spec in load_config(config).resources.values()):
+        print("\n" + REAL_MODEL)
     return 0 if outcome.valid else 1
+
+
+def explain_turn(record: TurnRecord, scores: dict[str, float], width: int = 60) -> str:
+    """One turn end to end: utterance, query (rewrite), PTKB, top passage, response, guard notes, its scores."""
+    def cut(text: str, words: int) -> str:
+        parts = text.split()
+        return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+
+    top = record.ranking[0][0] if record.ranking else None
+    lines = [f"one turn end to end ({record.qid}):",
+             f"  utterance:   {record.utterance}",
+             f"  query:       {record.query or record.utterance}",
+             f"  PTKB:        {'; '.join(record.ptkb_texts()) or '(none)'}",
+             f"  top passage: {top} {cut(record.passage_texts.get(top, ''), 30)!r}" if top else "  top passage: (none)",
+             f"  response:    {cut(record.response, width)}"]
+    lines += [f"  guard:       {stage} output {cut(output, 20)!r} rejected" for stage, output in
+              record.rejected.items()]
+    lines += [f"  note:        {note}" for note in record.notes]
+    if scores:
+        lines.append("  this turn:   " + ", ".join(f"{m} {v:.4f}" for m, v in scores.items()))
+    return "\n".join(lines)

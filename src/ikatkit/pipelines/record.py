@@ -13,7 +13,8 @@ class TurnRecord:
     """A turn and what the stages made of it.
 
     ``query`` is the text retrieval uses (the rewrite, or the resolved utterance in a manual run);
-    the raw ``utterance`` stays beside it. Lists of ``(id, score)`` are in rank order.
+    the raw ``utterance`` stays beside it. Lists of ``(id, score)`` are in rank order. ``rejected`` keeps, by
+    stage, an LLM output the guards (``ikatkit.llm.guards``) refused; ``notes`` says what was used instead.
     """
 
     qid: str
@@ -33,6 +34,7 @@ class TurnRecord:
     response: str = ""
     passage_texts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

@@ -33,6 +33,7 @@ from ikatkit.errors import IkatError
 from ikatkit.paths import cache_root
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
+from ikatkit.pipelines.queries import pin_query_files
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult, strictly_decreasing
 from ikatkit.topics import Topics, load_topics
@@ -168,6 +169,7 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
     """
     config = config if isinstance(config, RunConfig) else load_config(config)
     topics = topics if isinstance(topics, Topics) else load_topics(topics)
+    config = pin_query_files(config, topics.qids)
     out = Path(out)
     with run_lock(out):
         return _run_locked(config, topics, out, index, cache_dir, validate, restart, max_batches)
@@ -248,9 +250,12 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         valid = report.ok
     index_manifest = Path(index) / "manifest.json" if index else None
     notes: dict[str, int] = {}
+    guarded: dict[str, int] = {}
     for record in records:
         for note in record.notes:
             notes[note] = notes.get(note, 0) + 1
+        for stage in record.rejected:
+            guarded[stage] = guarded.get(stage, 0) + 1
     manifest: dict[str, Any] = {
         "run_name": config.name, "run_type": config.run_type, "year": topics.year, "turns": len(records),
         "turns_without_passages": sum(not record.ranking for record in records),
@@ -260,7 +265,8 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "files": {"run": run_file.name, "trec": trec_file.name},
         "seconds_per_stage": {k: round(v, 3) for k, v in seconds.items()},
         "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
-        "batches_run_now": done_now, "resource_stats": resources.stats, "notes": notes, "valid": valid,
+        "batches_run_now": done_now, "resource_stats": resources.stats, "notes": notes,
+        "guarded_llm_outputs": guarded, "valid": valid,
         "versions": _versions(), "python": platform.python_version(),
     }
     manifest_file = out / "manifest.json"

@@ -50,10 +50,17 @@ def query_of(key: str) -> str:
     return key.partition("\t")[2]
 
 
-def _chat(llm: Any, task: str, variables: list[dict[str, Any]]) -> list[str]:
-    from ikatkit.llm.prompts import render
+def _reject(record: TurnRecord, llm: Any, stage: str, output: str, note: str) -> None:
+    """Note a guarded LLM output on the record (kept in ``rejected``) and count it as the LLM's fallback."""
+    record.notes.append(note)
+    record.rejected[stage] = output
+    llm.count_fallback(f"{record.qid}: {note}")
 
-    return llm.chat([render(task, **v) for v in variables]) if variables else []
+
+def _chat(llm: Any, task: str, variables: list[dict[str, Any]]) -> list[str]:
+    from ikatkit.llm.prompts import STOPS, render
+
+    return llm.chat([render(task, **v) for v in variables], stop=STOPS.get(task, ())) if variables else []
 
 
 class RawQuery:
@@ -84,8 +91,36 @@ class ManualQuery:
         return records
 
 
+class FileQuery:
+    """Query = the turn's line in a ``qid<TAB>text`` file (own or distributed rewrites); every turn must have one."""
+
+    name = "file_query"
+    requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("query",)
+
+    def __init__(self, path: str, sha256: str | None = None) -> None:
+        from ikatkit.pipelines.queries import file_sha256, read_queries
+
+        if sha256 is not None and file_sha256(path) != sha256:
+            raise IkatError("the query file changed since the run started", path=path,
+                            fix="restore it, or start over with --restart (or a new --out)")
+        self.path, self.queries = path, read_queries(path)
+
+    def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        missing = [r.qid for r in records if r.qid not in self.queries]
+        if missing:
+            raise IkatError(f"no query for {len(missing)} turn(s) of this batch, e.g. {missing[:3]}", path=self.path,
+                            fix="add a 'qid<TAB>text' line for every turn, or pass --conversations to run fewer")
+        for record in records:
+            record.query = self.queries[record.qid]
+        return records
+
+
 class Rewrite:
-    """LLM rewrite of the utterance from all previous utterances and the last canonical response."""
+    """LLM rewrite of the utterance from all previous utterances and the last canonical response.
+
+    The raw utterance is used instead when the guards reject the rewrite (empty, role tags or the prompt in
+    it, a copy of an earlier utterance, an answer instead of a question), noted on the record."""
 
     name = "rewrite"
     requires: tuple[str, ...] = ()
@@ -95,15 +130,16 @@ class Rewrite:
         self.llm = llm
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        from ikatkit.llm.guards import check_rewrite
         from ikatkit.llm.parse import parse_rewrite
 
         outputs = _chat(self.llm, "rtg_rewrite", [_context(r) for r in records])
         for record, output in zip(records, outputs):
             record.query = parse_rewrite(output)
-            if not record.query:
+            problem = check_rewrite(record.query, record.utterance, record.history)
+            if problem:
+                _reject(record, self.llm, self.name, output, f"{problem}: raw utterance used")
                 record.query = record.utterance
-                record.notes.append("empty rewrite: raw utterance used")
-                self.llm.count_fallback()
         return records
 
 
@@ -266,13 +302,19 @@ class GenerateAnswer:
         self.llm = llm
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        from ikatkit.llm.guards import check_response
+
         for record, output in zip(records, _chat(self.llm, "gtr_answer", [_context(r) for r in records])):
-            record.initial_answer = output.strip()
+            problem = check_response(output)
+            record.initial_answer = "" if problem else output.strip()
+            if problem:
+                _reject(record, self.llm, self.name, output, f"{problem}: queries generated without an answer")
         return records
 
 
 class GenerateQueries:
-    """GtR step 2: up to ``n`` search queries from the initial answer; the query itself when none parse."""
+    """GtR step 2: up to ``n`` search queries from the initial answer; the query itself when none parse or
+    the guards reject them (the prompt echoed, several lines that are all one query)."""
 
     name = "generate_queries"
     requires: tuple[str, ...] = ("initial_answer",)
@@ -282,15 +324,16 @@ class GenerateQueries:
         self.llm, self.n = llm, n
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        from ikatkit.llm.guards import check_queries
         from ikatkit.llm.parse import parse_queries
 
         variables = [dict(_context(r), answer=r.initial_answer or "", n=self.n) for r in records]
         for record, output in zip(records, _chat(self.llm, "gtr_queries", variables)):
             record.queries = parse_queries(output, limit=self.n)
-            if not record.queries:
+            problem = check_queries(record.queries, output)
+            if problem:
+                _reject(record, self.llm, self.name, output, f"{problem}: the turn's query used")
                 record.queries = [record.query or record.utterance]
-                record.notes.append("no generated query: the utterance used")
-                self.llm.count_fallback()
         return records
 
 
@@ -298,8 +341,9 @@ class Respond:
     """The response from the top ``passages`` passages (marked used) and the selected PTKB statements.
 
     ``task`` names the prompt (``rtg_response``, ``gtr_response``); ``extractive`` answers with the top
-    passage's text instead of calling an LLM (a retrieval-only baseline). An empty LLM output falls back
-    to the top passage too, noted on the record. Responses are cut to ``max_words`` (the track trims at 250).
+    passage's text instead of calling an LLM (a retrieval-only baseline). An LLM output the guards reject
+    (empty, the prompt template echoed, a sentence repeated) falls back to the top passage too, noted on the
+    record. Responses are cut to ``max_words`` (the track trims at 250).
     """
 
     name = "respond"
@@ -324,6 +368,8 @@ class Respond:
                             fix='declare one ([resources.llm] kind = "llm") or use task = "extractive"')
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        from ikatkit.llm.guards import check_response
+
         for record in records:
             record.used = [pid for pid, _ in record.ranking[: self.passages]]
             record.passage_texts = self.texts(record.used)
@@ -334,12 +380,14 @@ class Respond:
                               passages=[r.passage_texts.get(pid, "") for pid in r.used]) for r in records]
             outputs = _chat(self.llm, self.task, variables)
         for record, output in zip(records, outputs):
-            if not output.strip() and record.used:
-                output = record.passage_texts.get(record.used[0], "")
-                record.notes.append("empty LLM response: top passage used")
+            problem = check_response(output) if self.task != "extractive" else None
+            if problem:
+                _reject(record, self.llm, self.name, output, f"{problem}: top passage used")
+                output = record.passage_texts.get(record.used[0], "") if record.used else ""
             record.response = " ".join(output.split()[: self.max_words])
         return records
 
 
-STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, Rewrite, RankPtkb, GoldPtkb, ClassifyPtkb,
-                                                     Retrieve, Rerank, Fuse, GenerateAnswer, GenerateQueries, Respond)}
+STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
+                                                     ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
+                                                     GenerateQueries, Respond)}

@@ -51,7 +51,8 @@ class Rule:
 
 W, E = "warning", "error"
 RULES: dict[str, Rule] = {
-    "unreadable": Rule(E, "the file cannot be read as a run", "see the message; runs are written by `ikatkit convert`"),
+    "unreadable": Rule(E, "the file cannot be read as a run",
+                       "pass a run written by `ikatkit run` or `ikatkit convert`"),
     "missing-required-field": Rule(E, "required field missing", "add the field (see submission_templates/)"),
     "missing-field": Rule(W, "field missing (the organizers read it as empty)",
                           "add the field (see submission_templates/)"),
@@ -173,12 +174,12 @@ class _Collector:
         self.groups: dict[tuple[str, str], Problem] = {}
 
     def add(self, code: str, turn: str | None = None, example: str | None = None, *,
-            message: str | None = None, severity: str | None = None, count: int = 1) -> None:
+            message: str | None = None, severity: str | None = None, count: int = 1, fix: str | None = None) -> None:
         rule = RULES[code]
         key = (code, message or rule.message)
         problem = self.groups.get(key)
         if problem is None:
-            problem = self.groups[key] = Problem(code, severity or rule.severity(self.year), key[1], rule.fix)
+            problem = self.groups[key] = Problem(code, severity or rule.severity(self.year), key[1], fix or rule.fix)
         problem.count += count
         if turn is not None and (not problem.turns or problem.turns[-1] != turn) and turn not in problem.turns:
             problem.turns.append(turn)
@@ -212,7 +213,8 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
             fmt, records = load_records(path, fmt)
         except IkatError as err:
             collector = _Collector(topics.year)
-            collector.add("unreadable", example=str(err))
+            collector.add("unreadable", example=str(IkatError(err.message, path=err.path, where=err.where)),
+                          fix=err.fix)
             return _report(collector, source, fmt or "unknown", topics, 0)
     year = int(fmt) if fmt in OFFICIAL else topics.year
     template = load_template(int(fmt)) if fmt in OFFICIAL else None

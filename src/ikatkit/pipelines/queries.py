@@ -1,0 +1,92 @@
+"""Query files: ``qid<TAB>text`` lines, as organizers and teams distribute rewrites.
+
+``ikatkit search --queries FILE`` searches them; ``ikatkit run --queries FILE`` (or a ``file_query`` stage)
+uses them as the turns' queries. A run pins each query file's SHA-256 into its config, so the run's
+fingerprint changes when the file does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+
+QUERY_STAGES = ("raw_query", "manual_query", "rewrite")
+
+
+def read_queries(path: str | Path) -> dict[str, str]:
+    """``{qid: text}`` from a TSV file; blank lines are skipped, a malformed or repeated line is an error."""
+    path = Path(path)
+    if not path.is_file():
+        raise IkatError("query file not found", path=path, fix="pass a file of 'qid<TAB>text' lines")
+    queries: dict[str, str] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            qid, tab, text = line.rstrip("\r\n").partition("\t")
+            if not tab or not qid.strip() or not text.strip():
+                raise IkatError(f"expected 'qid<TAB>text', got {line.strip()[:200]!r}", path=path,
+                                where=f"line {number}", fix="one query per line: the turn id, a tab, the text")
+            if qid in queries and queries[qid] != text.strip():
+                raise IkatError(f"query {qid} appears twice with different texts", path=path,
+                                where=f"line {number}", fix="keep one line per turn")
+            queries[qid] = text.strip()
+    if not queries:
+        raise IkatError("query file is empty", path=path, fix="pass a file of 'qid<TAB>text' lines")
+    return queries
+
+
+def queries_for(kind: str, topics: str | Path | None) -> dict[str, str]:
+    """Query id -> text: the ``raw`` or ``manual`` (resolved) utterances of a topic file, or a query file's."""
+    if kind in ("raw", "manual"):
+        from ikatkit.topics import load_topics
+
+        if not topics:
+            raise IkatError(f"--queries {kind} reads the utterances of a topic file", where="--queries",
+                            fix="pass --topics FILE, or --queries with a file of 'qid<TAB>text' lines")
+        return load_topics(topics).queries(kind)
+    return read_queries(kind)
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def use_query_file(config: Any, path: str | Path) -> Any:
+    """``config`` with its queries read from ``path``: the path goes into its ``file_query`` stage, or a
+    ``file_query`` stage replaces its query stage (``raw_query``, ``manual_query`` or ``rewrite``)."""
+    stages = [dict(s) for s in config.stages]
+    places = [i for i, s in enumerate(stages) if s["stage"] == "file_query"] or \
+             [i for i, s in enumerate(stages) if s["stage"] in QUERY_STAGES]
+    if len(places) != 1:
+        raise IkatError(f"--queries needs one query stage to replace; this config has {len(places)}",
+                        path=config.path, fix=f"give the config one file_query stage or one of {QUERY_STAGES}")
+    stages[places[0]] = {"stage": "file_query", "path": str(path)}
+    return dataclasses.replace(config, stages=stages, raw={**config.raw, "stages": stages})
+
+
+def pin_query_files(config: Any, qids: list[str]) -> Any:
+    """``config`` with the SHA-256 of every ``file_query`` stage's file added (``sha256``), so that a changed
+    file changes the run's fingerprint (the stage checks it again when it runs); every turn of ``qids`` must
+    have a query in the file."""
+    stages = [dict(s) for s in config.stages]
+    if not any(s["stage"] == "file_query" for s in stages):
+        return config
+    for spec in stages:
+        if spec["stage"] == "file_query":
+            if "path" not in spec:
+                raise IkatError("a file_query stage needs path = \"queries.tsv\"", path=config.path,
+                                fix="add path, or pass --queries FILE to ikatkit run")
+            if not Path(spec["path"]).is_file():
+                raise IkatError("query file not found", path=spec["path"], fix="pass a file of 'qid<TAB>text' lines")
+            missing = [qid for qid in qids if qid not in read_queries(spec["path"])]
+            if missing:
+                raise IkatError(f"no query for {len(missing)} of the {len(qids)} turns, e.g. {missing[:3]}",
+                                path=spec["path"], fix="add a 'qid<TAB>text' line for every turn, or pass "
+                                                       "--conversations to run fewer")
+            spec["sha256"] = file_sha256(spec["path"])
+    return dataclasses.replace(config, stages=stages, raw={**config.raw, "stages": stages})

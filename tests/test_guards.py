@@ -1,0 +1,144 @@
+"""Guards on LLM outputs: real degenerate outputs of the bundled SmolLM2-135M are detected, replaced by the
+documented fallback, noted on the record and counted; the stages' fallbacks run under a scripted LLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ikatkit.llm.base import LLM
+from ikatkit.llm.guards import check_queries, check_response, check_rewrite, repeated_sentence
+from ikatkit.pipelines.demo import demo_data
+from ikatkit.pipelines.record import TurnRecord, records_for
+from ikatkit.pipelines.stages import GenerateAnswer, GenerateQueries, Respond, Rewrite
+from ikatkit.topics import load_topics
+
+# Outputs SmolLM2-135M-Instruct (Q4_1, greedy) gave on the demo topics before the guards (issue 21).
+COPIED_REWRITE = "User: How much protein do I need each day?"
+LOOPING_RESPONSE = ("I'm glad to help! Here's a response that addresses your question. I'm glad to help! Here's a "
+                    "response that addresses your question. I'm glad to help! Here's a response that addresses your "
+                    "question.")
+TEMPLATE_RESPONSE = ("### User Question:\nWhat are good sources for me?\n\n### Response:\nGood sources of protein "
+                     "are beans.")
+
+
+class ScriptedLLM(LLM):
+    """A unit-test double: the real LLM base (cache, stats, fallback counts) with scripted outputs."""
+
+    backend = "scripted"
+
+    def __init__(self, outputs: list[str]) -> None:
+        super().__init__("scripted")
+        self.outputs = list(outputs)
+
+    def _generate(self, batch: list[Any], params: dict[str, Any]) -> list[tuple[str, int, int]]:
+        return [(self.outputs.pop(0), 0, 0) for _ in batch]
+
+
+class Texts:
+    """Stands in for the BM25 searcher's stored texts (``texts(ids)``)."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.known = texts
+
+    def texts(self, ids: list[str]) -> dict[str, str]:
+        return {pid: self.known[pid] for pid in ids if pid in self.known}
+
+
+@pytest.fixture()
+def records() -> list[TurnRecord]:
+    """The six turns of demo conversation 1."""
+    return records_for(load_topics(demo_data() / "topics.json").subset(["demo-1"]))
+
+
+def test_rewrite_checks(records):
+    second = records[1]
+    assert check_rewrite(COPIED_REWRITE, second.utterance, second.history) == "rewrite carries role tags"
+    copied = "How much protein do I need each day"
+    assert check_rewrite(copied, second.utterance, second.history) == "rewrite copies an earlier utterance"
+    assert check_rewrite(copied, records[0].utterance, records[0].history) is None  # turn 1 may keep its words
+    assert check_rewrite("", second.utterance, second.history) == "empty rewrite"
+    answered = "You need to eat 200g of protein every day."  # SmolLM2's "rewrite" of demo-1_4
+    assert check_rewrite(answered, records[3].utterance, records[3].history) == "rewrite answers instead of asking"
+    good = "What are good vegetarian protein sources without dairy?"
+    assert check_rewrite(good, second.utterance, second.history) is None
+
+
+def test_response_and_query_checks():
+    assert check_response(LOOPING_RESPONSE) == "response repeats a sentence"
+    assert repeated_sentence(LOOPING_RESPONSE) == "i m glad to help"
+    assert check_response(TEMPLATE_RESPONSE) == "response echoes the prompt template"
+    assert check_response("Tofu has 8 g of protein per 100 g. Lentils have 9 g. Tofu is cheap.") is None
+    assert check_response("Yes. Yes. It is fine.") is None  # short repeated words are no loop
+    assert check_response("### Protein sources\n- Tofu: 8 g per 100 g\n- Lentils: 9 g") is None  # own Markdown
+    assert check_response("### Response:\nTofu and lentils.") is None  # the label the prompt ends on
+    assert check_response("Sure.\nConversational Context: the user runs.") == "response echoes the prompt template"
+    assert check_queries(["tofu protein"], "tofu protein\nTofu protein!\n1. tofu protein") == \
+        "generated queries are all duplicates"
+    assert check_queries(["tofu protein", "lentil protein"], "tofu protein\nlentil protein") is None
+    assert check_queries([], "") == "no generated query"
+
+
+def test_rewrite_stage_falls_back_to_the_utterance(records):
+    llm = ScriptedLLM(["How much protein does a vegetarian runner need?", COPIED_REWRITE, "",
+                       "### Rewritten User Question:", "Should I stop running because of my knee pain?",
+                       "Which exercises help knee pain?"])
+    out = Rewrite(llm).transform(records)
+    assert [r.query for r in out] == ["How much protein does a vegetarian runner need?", records[1].utterance,
+                                      records[2].utterance, records[3].utterance,
+                                      "Should I stop running because of my knee pain?",
+                                      "Which exercises help knee pain?"]
+    assert out[1].notes == ["rewrite carries role tags: raw utterance used"]
+    assert out[1].rejected == {"rewrite": COPIED_REWRITE}
+    assert out[2].notes == out[3].notes == ["empty rewrite: raw utterance used"]
+    assert llm.stats["parse_fallbacks"] == 3 and not out[0].notes and not out[0].rejected
+
+
+def test_respond_falls_back_to_the_top_passage(records):
+    texts = {"p1": "Tofu gives about 8 grams of protein per 100 grams.", "p2": "Lentils are rich in protein."}
+    for record in records[:3]:
+        record.ranking = [("p1", 2.0), ("p2", 1.0)]
+    llm = ScriptedLLM([LOOPING_RESPONSE, TEMPLATE_RESPONSE, "Tofu and lentils are good sources."])
+    out = Respond(Texts(texts), llm, passages=2).transform(records[:3])
+    assert [r.response for r in out] == [texts["p1"], texts["p1"], "Tofu and lentils are good sources."]
+    assert out[0].notes == ["response repeats a sentence: top passage used"]
+    assert out[1].notes == ["response echoes the prompt template: top passage used"]
+    assert out[0].rejected == {"respond": LOOPING_RESPONSE} and out[0].used == ["p1", "p2"]
+
+
+def test_gtr_stages_fall_back(records):
+    answer = ScriptedLLM([LOOPING_RESPONSE, "Eat tofu, lentils and beans."])
+    out = GenerateAnswer(answer).transform(records[:2])
+    assert out[0].initial_answer == "" and out[0].notes == ["response repeats a sentence: queries generated without "
+                                                            "an answer"]
+    assert out[1].initial_answer == "Eat tofu, lentils and beans."
+    queries = ScriptedLLM(["tofu protein\ntofu protein.\nTofu Protein", "", "tofu protein\nlentil protein"])
+    for record in records[:3]:
+        record.query = f"rewrite of {record.qid}"
+    out = GenerateQueries(queries, n=5).transform(records[:3])
+    assert [r.queries for r in out] == [["rewrite of demo-1_1"], ["rewrite of demo-1_2"],
+                                        ["tofu protein", "lentil protein"]]
+    assert out[0].notes[-1] == "generated queries are all duplicates: the turn's query used"
+    assert out[1].notes[-1] == "no generated query: the turn's query used"
+    assert queries.stats["parse_fallbacks"] == 2
+
+
+def test_stop_strings_cut_the_reply_before_a_guard_sees_it(records):
+    """The prompts' stop strings end a reply where the model starts another section or turn."""
+    from ikatkit.llm.base import cut_at_stop
+    from ikatkit.llm.prompts import STOPS
+
+    assert cut_at_stop("Beans.\nUser: more?", STOPS["rtg_response"]) == "Beans."
+    assert cut_at_stop("### Response:\nBeans.", STOPS["rtg_response"]) == "### Response:\nBeans."
+    record = records[0]
+    record.ranking = [("p1", 1.0)]
+    llm = ScriptedLLM(["Tofu and lentils give protein.\n\n### User Question:\nWhat are good sources for me?"])
+    out = Respond(Texts({"p1": "Tofu."}), llm).transform([record])
+    assert out[0].response == "Tofu and lentils give protein." and not out[0].notes
+
+
+def test_rejected_outputs_survive_checkpoints(records):
+    record = records[1]
+    record.rejected = {"rewrite": COPIED_REWRITE}
+    assert TurnRecord.from_json(record.to_json()) == record
