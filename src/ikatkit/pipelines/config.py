@@ -48,6 +48,12 @@ def load_config(path: str | Path) -> RunConfig:
         if stage.get("stage") not in STAGES:
             raise IkatError(f"unknown stage {stage.get('stage')!r}", path=path, where=f"stages[{i}]",
                             fix=f"use one of {sorted(STAGES)}")
+        check = getattr(STAGES[stage["stage"]], "check", None)
+        if check is not None:  # the stage's own option checks
+            try:
+                check(stage, raw.get("run_type", "automatic"))
+            except IkatError as err:
+                raise IkatError(err.message, path=path, where=f"stages[{i}] ({stage['stage']})", fix=err.fix) from None
         for param in RESOURCE_PARAMS:
             if param in stage and stage[param] not in resources:
                 raise IkatError(f"{param} {stage[param]!r} is not a declared resource", path=path,
@@ -110,7 +116,7 @@ class Resources:
 def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
     """Instantiate the config's stages, resolving resource names to built objects."""
     stages: list[Stage] = []
-    for spec in config.stages:
+    for i, spec in enumerate(config.stages):
         params = {k: v for k, v in spec.items() if k != "stage"}
         cls = STAGES[spec["stage"]]
         accepted = inspect.signature(cls.__init__).parameters
@@ -121,5 +127,10 @@ def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
                     params[param] = resources.default(param)
             if param in params:
                 params[param] = resources.get(params[param])
-        stages.append(cls(**params))
+        try:
+            stages.append(cls(**params))
+        except IkatError as err:
+            if err.path is not None:
+                raise
+            raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({spec['stage']})", fix=err.fix) from None
     return stages

@@ -137,6 +137,12 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
     batches = [records[i: i + size] for i in range(0, len(records), size)]
     pending = [i for i in range(len(batches)) if not checkpoints.done(i)]
     stages = build_stages(config, resources) if pending else []
+    for i, stage in enumerate(stages):
+        if hasattr(stage, "check_records"):  # a stage's checks of the whole topics, before any batch runs
+            try:
+                stage.check_records(records)
+            except IkatError as err:
+                raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({stage.name})", fix=err.fix) from None
     done_turns = len(records) - sum(len(batches[i]) for i in pending)
     per_stage = sys.stderr.isatty()  # a bar per stage on a terminal; one bar, printed every 30 s, in logs
     bars = ([tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")

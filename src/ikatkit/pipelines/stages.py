@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ikatkit.pipelines.context import ContextQuery, SelectContext
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.rank.base import rank_ptkb
 
@@ -19,9 +20,10 @@ class Stage(Protocol):
 
 
 def _context(record: TurnRecord) -> dict[str, Any]:
-    """Prompt variables shared by every task: the canonical context, the PTKB, the question."""
+    """Prompt variables shared by every task: the canonical context (as ``select_context`` chose it), the PTKB,
+    the question."""
     return {
-        "history": record.history,
+        "history": record.context_history,
         "utterance": record.utterance,
         "query": record.query or record.utterance,
         "ptkb": record.ptkb_texts() or list(record.ptkb_all.values()),
@@ -94,7 +96,7 @@ class RankPtkb:
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
-            history = [u for u, _ in record.history][-self.history_turns:] if self.history_turns > 0 else []
+            history = [u for u, _ in record.context_history][-self.history_turns:] if self.history_turns > 0 else []
             ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all, self.k, history,
                                self.history_weight)
             record.ptkb = [(key, float(s)) for key, s in ranked]
@@ -260,4 +262,5 @@ class Respond:
 
 
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, Rewrite, RankPtkb, GoldPtkb, ClassifyPtkb,
-                                                     Retrieve, Rerank, Fuse, GenerateAnswer, GenerateQueries, Respond)}
+                                                     Retrieve, Rerank, Fuse, GenerateAnswer, GenerateQueries, Respond,
+                                                     SelectContext, ContextQuery)}
