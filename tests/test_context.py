@@ -163,6 +163,7 @@ kind = "bm25"
 stage = "select_context"
 method = "{method}"
 threshold = 0.4
+passages = 3
 
 [[stages]]
 stage = "context_query"
@@ -186,13 +187,13 @@ def _config(folder: Path, method: str = "cascade", batch: int = 16, run_type: st
 
 
 def test_cascade_run_is_deterministic_across_batches_and_resume(test_topics, passages_index, tmp_path):
-    topics = test_topics.subset(["13-1", "9-1"])
+    topics = test_topics.subset(["13-1"])
     whole = run_pipeline(_config(tmp_path / "a"), topics, tmp_path / "a" / "run", index=passages_index)
     small = _config(tmp_path / "b", batch=3)
     with pytest.raises(IkatError, match="rerun to resume"):
         run_pipeline(small, topics, tmp_path / "b" / "run", index=passages_index, max_batches=2)
     resumed = run_pipeline(small, topics, tmp_path / "b" / "run", index=passages_index)
-    assert resumed.batches_done_now == 3 and resumed.valid is True
+    assert resumed.batches_done_now == 1 and resumed.valid is True
     assert resumed.run_file.read_bytes() == whole.run_file.read_bytes()
     assert [r.context_ids for r in resumed.records] == [r.context_ids for r in whole.records]
     assert [r.context_trace for r in resumed.records] == [r.context_trace for r in whole.records]

@@ -338,8 +338,6 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_context(sub: argparse._SubParsersAction) -> None:
-    from ikatkit.pipelines.context import METHODS
-
     p = sub.add_parser("context", help="evaluate dialogue context selection methods (no LLM): query = utterance + "
                                        "selected turns' utterances, BM25, paired tests against 'all'")
     p.add_argument("--topics", required=True, help="topic JSON with response_provenance (the oracle reads it)")
@@ -349,8 +347,8 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
     judged.add_argument("--provenance-qrels", action="store_true",
                         help="judge each turn's response_provenance passages relevant (topics without qrels, "
                              "e.g. the 2023 training topics for tuning thresholds)")
-    p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
-                   help="methods to evaluate; 'all' (the baseline) is always included")
+    p.add_argument("--methods", nargs="+", help="of all, last, oracle, oracle_qrels, cascade, cascade_limit, "
+                                                "coherence (default: every one); all, the baseline, is always run")
     p.add_argument("--conversations", nargs="+", help="only these conversations")
     p.add_argument("--n", type=int, default=6, help="turns kept by last and cascade_limit (default 6)")
     p.add_argument("--cascade-threshold", type=float, nargs="+", default=[0.5],
@@ -380,20 +378,24 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
 
         from ikatkit.evaluate.context import evaluate_context, provenance_qrels, write_evaluation
         from ikatkit.paths import cache_root
-        from ikatkit.pipelines.context import check_options
+        from ikatkit.pipelines.context import METHODS, check_options
         from ikatkit.rank import make_ranker
         from ikatkit.topics import load_topics
 
         topics = load_topics(args.topics)
         if args.conversations:
             topics = topics.subset(args.conversations)
-        for flag, value in [("--cascade-threshold", v) for v in args.cascade_threshold] + \
-                [("--coherence-threshold", v) for v in args.coherence_threshold]:
+        methods = args.methods or list(METHODS)
+        checks = [("--methods", {"method": m, "qrels": "--qrels"}) for m in methods] + \
+            [("--cascade-threshold", {"threshold": v}) for v in args.cascade_threshold] + \
+            [("--coherence-threshold", {"threshold": v}) for v in args.coherence_threshold] + \
+            [("--n", {"n": args.n}), ("--passages", {"passages": args.passages})]
+        for flag, options in checks:
             try:
-                check_options({"threshold": value, "n": args.n, "passages": args.passages}, "manual")
+                check_options(options, "manual")
             except IkatError as err:
                 raise IkatError(err.message, where=flag, fix=err.fix) from None
-        scored = {"cascade", "cascade_limit", "coherence"} & set(args.methods)
+        scored = {"cascade", "cascade_limit", "coherence"} & set(methods)
         scorer = make_ranker(args.scorer_kind, args.scorer) if scored else None
         reranker = make_ranker(args.rerank_kind, args.rerank) if args.rerank else None
         llm = None
@@ -404,7 +406,7 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
             llm = make_llm({"backend": "transformers", "model": args.llm, "max_new_tokens": args.max_new_tokens,
                             "cache_dir": str(cache / "llm")})
         result = evaluate_context(topics, args.index, provenance_qrels(topics) if args.provenance_qrels else args.qrels,
-                                  methods=args.methods, n=args.n, passages=args.passages, scorer=scorer, k=args.k,
+                                  methods=methods, n=args.n, passages=args.passages, scorer=scorer, k=args.k,
                                   checks=args.cascade_check,
                                   thresholds={"cascade": args.cascade_threshold, "coherence": args.coherence_threshold},
                                   reranker=reranker, rerank_depth=args.rerank_depth, llm=llm, test=args.test,

@@ -75,12 +75,14 @@ class ContextEvaluation:
                 cells = []
                 for measure in comparison.measures:
                     row = next(r for r in comparison.rows if r["run"] == method and r["measure"] == measure)
-                    p = "" if method == comparison.baseline else f" (p={row['p_adjusted']:.3g})"
+                    star = "*" if row["p_adjusted"] < 0.05 else ""  # nan compares False
+                    p = "" if method == comparison.baseline else f" (p={row['p']:.3g}){star}"
                     cells.append(f"{row['mean']:.4f}{p}")
                 lines.append(f"| {method} | " + " | ".join(cells) + " |")
             lines.append("")
         first = next(iter(self.comparisons.values()))
-        lines += [f"p: paired {first.test} against {first.baseline} ({first.correction} correction).", "",
+        lines += [f"p: paired {first.test} against {first.baseline}; * p < 0.05 after {first.correction} correction "
+                  "over every row and measure.", "",
                   "| method | same-segment precision | recall | pairs kept | oracle pairs | selection s |",
                   "|---|---|---|---|---|---|"]
         for method, a in self.agreement.items():
