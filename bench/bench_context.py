@@ -84,7 +84,9 @@ def main() -> None:
 
         run("warm-up", None)
         anchor = run("anchor", None)
-        report: dict[str, object] = {"turns": 332, "bm25_only_s": round(anchor, 2)}
+        from ikatkit.topics import load_topics
+
+        report: dict[str, object] = {"turns": len(load_topics(topics)), "bm25_only_s": round(anchor, 2)}
         for method in args.methods:
             seconds = run(method, method)
             report[method] = {"s": round(seconds, 2), "added_fraction": round((seconds - anchor) / anchor, 4)}

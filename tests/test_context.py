@@ -205,6 +205,9 @@ def test_cascade_run_is_deterministic_across_batches_and_resume(test_topics, pas
 
 
 def test_bad_context_options_name_the_config_line(test_topics, ikat2023, passages_index, tmp_path):
+    shipped = load_config(Path(__file__).parents[1] / "configs" / "rtg_context_cascade.toml")
+    assert shipped.stages[0] == {"stage": "select_context", "method": "cascade_limit", "n": 6, "threshold": 0.7,
+                                 "passages": 10, "ranker": "context_scorer"}
     with pytest.raises(IkatError, match=r"context.toml \(stages\[0\] \(select_context\)\): method = \"topic\" is not"):
         load_config(_config(tmp_path, method="topic"))
     path = _config(tmp_path)
