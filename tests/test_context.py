@@ -259,3 +259,9 @@ def test_context_command_evaluates_methods(ikat2023, passages_index, tmp_path, c
     assert measured["R(rel=2)@10"] == pytest.approx(expected.mean["R(rel=2)@10"])
     assert len(result.comparisons["all conversations"].results["oracle"].evaluated) == 16  # 9 + 7 judged turns
     assert "| oracle |" in result.to_markdown()
+    from ikatkit.evaluate.context import write_evaluation
+
+    markdown, data = write_evaluation(result, tmp_path / "eval")
+    saved = json.loads(data.read_text())  # strict JSON: the baseline's p-values are null, not NaN
+    assert saved["agreement"]["oracle"]["precision"] == 1.0 and markdown.read_text() == result.to_markdown()
+    assert {row["p"] for row in saved["results"]["all conversations"]["rows"] if row["run"] == "all"} == {None}

@@ -91,10 +91,21 @@ class ContextEvaluation:
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {"settings": self.settings, "conversations": self.conversations, "seconds": self.seconds,
+        """The figures as JSON values (NaN, e.g. a p-value of identical rankings, as null)."""
+        return _finite({"settings": self.settings, "conversations": self.conversations, "seconds": self.seconds,
                 "agreement": self.agreement,
                 "results": {subset: {"rows": c.rows, "evaluated": {m: len(r.evaluated) for m, r in c.results.items()}}
-                            for subset, c in self.comparisons.items()}}
+                            for subset, c in self.comparisons.items()}})
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Path, *,
@@ -170,5 +181,5 @@ def write_evaluation(result: ContextEvaluation, out: str | Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "context.md", result.to_markdown())
-    write_text(out / "context.json", json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    write_text(out / "context.json", json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
     return [out / "context.md", out / "context.json"]
