@@ -81,7 +81,7 @@ def load_config(path: str | Path) -> RunConfig:
         options = _check_stage_options(path, where, cls, stage, resources)
         if hasattr(cls, "check"):
             try:
-                cls.check(options)
+                cls.check(options, run_type)
             except IkatError as err:
                 raise IkatError(err.message, path=path, where=f"{where} ({cls.name})", fix=err.fix) from None
         classes.append(cls)
@@ -282,7 +282,7 @@ def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
     """Instantiate the config's stages, resolving resource names to built objects; each stage that has a
     ``resource_names`` attribute gets ``{parameter: resource name}``."""
     stages: list[Stage] = []
-    for spec in config.stages:
+    for i, spec in enumerate(config.stages):
         params = {k: v for k, v in spec.items() if k != "stage"}
         cls = STAGES[spec["stage"]]
         accepted = inspect.signature(cls.__init__).parameters
@@ -295,7 +295,12 @@ def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
             if param in params:
                 names[param] = params[param]
                 params[param] = resources.get(params[param])
-        stage = cls(**params)
+        try:
+            stage = cls(**params)
+        except IkatError as err:
+            if err.path is not None:
+                raise
+            raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({spec['stage']})", fix=err.fix) from None
         if hasattr(stage, "resource_names"):
             stage.resource_names = names
         stages.append(stage)

@@ -15,6 +15,9 @@ class TurnRecord:
     ``query`` is the text retrieval uses (the rewrite, or the resolved utterance in a manual run);
     the raw ``utterance`` stays beside it. Lists of ``(id, score)`` are in rank order. ``rejected`` keeps, by
     stage, an LLM output the guards (``ikatkit.llm.guards``) refused; ``notes`` says what was used instead.
+    ``history_ids`` are the query ids of the ``history`` turns and ``history_provenance`` their ``response_provenance`` (gold
+    data, like ``provenance``, the turn's own); ``context_ids`` are the previous turns ``select_context``
+    kept (``None`` when it did not run) and ``context_trace`` its decisions.
     """
 
     qid: str
@@ -35,13 +38,28 @@ class TurnRecord:
     passage_texts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
+    history_ids: list[str] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)
+    history_provenance: list[list[str]] = field(default_factory=list)
+    context_ids: list[str] | None = None
+    context_trace: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:
         """The canonical context of a turn: previous utterances and canonical responses."""
-        history = [(t.utterance, t.response or "") for t in conversation.history(turn.turn_id)]
-        return cls(turn.qid, turn.utterance, history, dict(conversation.ptkb), turn.resolved_utterance,
-                   list(turn.ptkb_provenance))
+        previous = conversation.history(turn.turn_id)
+        return cls(turn.qid, turn.utterance, [(t.utterance, t.response or "") for t in previous],
+                   dict(conversation.ptkb), turn.resolved_utterance, list(turn.ptkb_provenance),
+                   history_ids=[t.qid for t in previous], provenance=list(turn.response_provenance),
+                   history_provenance=[list(t.response_provenance) for t in previous])
+
+    @property
+    def context_history(self) -> list[tuple[str, str]]:
+        """The previous turns later stages look back at: those ``select_context`` kept, else all of them."""
+        if self.context_ids is None:
+            return self.history
+        keep = set(self.context_ids)
+        return [turn for qid, turn in zip(self.history_ids, self.history) if qid in keep]
 
     @property
     def retrieval_queries(self) -> list[str]:

@@ -194,6 +194,12 @@ def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path 
     batches = [records[i: i + size] for i in range(0, len(records), size)]
     pending = [i for i in range(len(batches)) if not checkpoints.done(i)]
     stages = build_stages(config, resources) if pending else []
+    for i, stage in enumerate(stages):
+        if hasattr(stage, "check_records"):  # a stage's checks of the whole topics, before any batch runs
+            try:
+                stage.check_records(records)
+            except IkatError as err:
+                raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({stage.name})", fix=err.fix) from None
     parts = fingerprint_parts(config.raw, raw_records, topics.year, index, cache / "digests")
     checkpoints.check(parts)
     if pending:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ikatkit.errors import IkatError
+from ikatkit.pipelines.context import ContextQuery, SelectContext
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.rank.base import rank_ptkb
 
@@ -30,9 +31,10 @@ class Stage(Protocol):
 
 
 def _context(record: TurnRecord) -> dict[str, Any]:
-    """Prompt variables shared by every task: the canonical context, the PTKB, the question."""
+    """Prompt variables shared by every task: the canonical context (as ``select_context`` chose it), the PTKB,
+    the question."""
     return {
-        "history": record.history,
+        "history": record.context_history,
         "utterance": record.utterance,
         "query": record.query or record.utterance,
         "ptkb": record.ptkb_texts() or list(record.ptkb_all.values()),
@@ -161,7 +163,7 @@ class RankPtkb:
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
-            history = [u for u, _ in record.history][-self.history_turns:] if self.history_turns > 0 else []
+            history = [u for u, _ in record.context_history][-self.history_turns:] if self.history_turns > 0 else []
             ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all, self.k, history,
                                self.history_weight)
             record.ptkb = [(key, float(s)) for key, s in ranked]
@@ -279,7 +281,7 @@ class Fuse:
         self.k = k
 
     @classmethod
-    def check(cls, options: dict[str, Any]) -> None:
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
         """Reject a config's options before anything loads (called by ``load_config``)."""
         if options.get("method", "interleave") not in cls.METHODS:
             raise IkatError(f"unknown fusion method {options['method']!r}", fix=f"use one of {cls.METHODS}")
@@ -356,7 +358,7 @@ class Respond:
         self.passages, self.ptkb, self.max_words = passages, ptkb, max_words
 
     @classmethod
-    def check(cls, options: dict[str, Any]) -> None:
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
         """Reject a config's options before anything loads: the task must exist and an LLM task needs an LLM."""
         from ikatkit.llm.prompts import TASKS
 
@@ -390,4 +392,4 @@ class Respond:
 
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
                                                      ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
-                                                     GenerateQueries, Respond)}
+                                                     GenerateQueries, Respond, SelectContext, ContextQuery)}
