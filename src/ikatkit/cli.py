@@ -198,12 +198,14 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                                  "machine's cores)")
     d.add_argument("--batch-size", type=int, default=32, help="passages per forward pass")
     d.add_argument("--faiss", default="auto",
-                   help="faiss index_factory spec: Flat, HNSW32, IVF65536,PQ48, ... (auto: Flat up to 1M passages, "
+                   help="faiss index_factory spec: Flat, HNSW32, IVF32768,PQ48, ... (auto: Flat up to 1M passages, "
                         "else IVF with ~4 sqrt(n) lists and PQ of dimension/8 bytes, trained on up to 1M sampled "
                         "vectors); a new spec on a finished index re-indexes its embeddings")
     d.add_argument("--backend", default="auto", choices=["auto", "torch", "openvino"],
                    help="auto: OpenVINO on CPU workers (about 2x PyTorch there), PyTorch on GPUs")
-    d.add_argument("--threads", type=int, default=1, help="CPU threads per encoder worker (one worker per GPU)")
+    d.add_argument("--threads", type=int, default=1, help="CPU threads per encoder worker")
+    d.add_argument("--workers", type=int, help="encoder workers (default: one per GPU of the cluster, else one per "
+                                               "--threads CPUs)")
     d.add_argument("--shard-size", type=int, default=100_000, help="passages per shard, the unit of resuming")
     d.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
     d.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"])
@@ -225,7 +227,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
             with tqdm(desc="encoded", unit="psg") as bar:
                 manifest = build_dense(args.inputs, args.out, model=args.model, ray_address=args.ray,
                                        batch_size=args.batch_size, faiss_spec=args.faiss, backend=args.backend,
-                                       shard_size=args.shard_size, threads=args.threads, fmt=args.format,
+                                       shard_size=args.shard_size, threads=args.threads, workers=args.workers,
+                                       fmt=args.format,
                                        splitter=args.splitter, progress=bar.update)
             print(f"dense index of {manifest['counts']['passages']} passages ({manifest['model']}, "
                   f"{manifest['dimension']} dims, faiss {manifest['faiss']}) -> {args.out}")
