@@ -30,10 +30,10 @@ def check_dense_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
 
 class DenseSearcher:
     """Top-k inner product (cosine) search; ``nprobe`` (IVF) and ``ef_search`` (HNSW) trade speed for recall;
-    queries are embedded with ``backend`` (default torch) on ``threads`` threads."""
+    queries are embedded by the index's model on PyTorch, faiss and PyTorch on ``threads`` threads."""
 
     def __init__(self, path: str | Path, index: str | Path | None = None, nprobe: int = 32, ef_search: int = 128,
-                 threads: int | None = None, backend: str = "torch") -> None:
+                 threads: int | None = None) -> None:
         import faiss
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -54,8 +54,7 @@ class DenseSearcher:
         if len(self.ids) != self.faiss.ntotal:
             raise IkatError(f"{len(self.ids)} ids for {self.faiss.ntotal} vectors", path=self.path,
                             fix="rebuild the dense index")
-        self.encoder = Encoder(self.manifest["model"], backend if backend != "openvino" else "torch",
-                               threads=threads)
+        self.encoder = Encoder(self.manifest["model"], "torch", threads=threads)
         lucene = index or self.manifest["source"].get("lucene")
         self.lucene = Path(lucene) if lucene and (Path(lucene) / MANIFEST).exists() else None
         self._shards = shards
