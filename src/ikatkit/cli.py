@@ -241,6 +241,30 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"],
                    help="sentence splitter for ClueWeb22 records (official ids need spaCy en_core_web_sm)")
     b.add_argument("--heap", default="4g", help="Java heap for Anserini")
+    d = isub.add_parser("dense", help="encode a Lucene index's passages (or a collection) on Ray, index them with faiss",
+                        description="Passages are read as `index build` reads them (or from a Lucene index's stored "
+                                    "texts), embedded by Ray Data actors into float16 shards (a killed job resumes "
+                                    "with the shards not yet finished), then indexed by faiss.")
+    d.add_argument("inputs", nargs="+", help="a Lucene index of `index build`, or collection files or folders")
+    d.add_argument("--out", required=True, help="dense index folder (re-running a finished one does nothing)")
+    d.add_argument("--model", default="bundled:minilm",
+                   help="sentence-transformers model: bundled:minilm (all-MiniLM-L6-v2), a folder or a hub id in the "
+                        "local Hugging Face cache")
+    d.add_argument("--ray", help="auto or HOST:PORT to join a running Ray cluster (default: a local Ray on this "
+                                 "machine's cores)")
+    d.add_argument("--batch-size", type=int, default=32, help="passages per forward pass")
+    d.add_argument("--faiss", default="auto",
+                   help="faiss index_factory spec: Flat, HNSW32, IVF32768,PQ48, ... (auto: Flat up to 1M passages, "
+                        "else IVF with ~4 sqrt(n) lists and PQ of dimension/8 bytes, trained on up to 1M sampled "
+                        "vectors); a new spec on a finished index re-indexes its embeddings")
+    d.add_argument("--backend", default="auto", choices=["auto", "torch", "openvino"],
+                   help="auto: OpenVINO on CPU workers (about 2x PyTorch there), PyTorch on GPUs")
+    d.add_argument("--threads", type=int, default=1, help="CPU threads per encoder worker")
+    d.add_argument("--workers", type=int, help="encoder workers (default: one per GPU of the cluster, else one per "
+                                               "--threads CPUs)")
+    d.add_argument("--shard-size", type=int, default=100_000, help="passages per shard, the unit of resuming")
+    d.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
+    d.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"])
     s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
     s.add_argument("index")
     g = isub.add_parser("get", help="print a passage's stored text")
@@ -251,7 +275,20 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
         from ikatkit.index import lookup
         from ikatkit.index.build import build_index
 
-        if args.index_command == "build":
+        if args.index_command == "dense":
+            from tqdm import tqdm
+
+            from ikatkit.index.dense import build_dense
+
+            with tqdm(desc="encoded", unit="psg") as bar:
+                manifest = build_dense(args.inputs, args.out, model=args.model, ray_address=args.ray,
+                                       batch_size=args.batch_size, faiss_spec=args.faiss, backend=args.backend,
+                                       shard_size=args.shard_size, threads=args.threads, workers=args.workers,
+                                       fmt=args.format,
+                                       splitter=args.splitter, progress=bar.update)
+            print(f"dense index of {manifest['counts']['passages']} passages ({manifest['model']}, "
+                  f"{manifest['dimension']} dims, faiss {manifest['faiss']}) -> {args.out}")
+        elif args.index_command == "build":
             build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
                         splitter=args.splitter, heap=args.heap, segmenter=args.segmenter)
         elif args.index_command == "stats":
@@ -268,8 +305,13 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_search(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("search", help="BM25 (+RM3) search of the topics' queries or a query file; writes a TREC run")
-    p.add_argument("--index", required=True)
+    p = sub.add_parser("search", help="BM25 (+RM3), dense or hybrid search of the topics' queries or a query file; "
+                                       "writes a TREC run")
+    p.add_argument("--index", help="Lucene index (BM25)")
+    p.add_argument("--dense", help="dense index of `ikatkit index dense`; with --index: hybrid, fused by --fusion")
+    p.add_argument("--fusion", choices=["rrf", "weighted"], default="rrf",
+                   help="hybrid: reciprocal rank fusion (k=60) or min-max normalised scores, weighted")
+    p.add_argument("--dense-weight", type=float, default=0.5, help="weighted fusion: dense's weight (BM25: 1 - it)")
     p.add_argument("--topics", help="topic JSON (needed for --queries raw|manual)")
     p.add_argument("--queries", default="manual", metavar="raw|manual|FILE",
                    help="raw or resolved utterances of --topics, or a file of 'qid<TAB>text' lines (own rewrites)")
@@ -284,13 +326,29 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.pipelines.queries import queries_for
-        from ikatkit.retrieve.bm25 import Bm25Searcher
+        from ikatkit.retrieve.bm25 import Bm25Searcher, Hit
         from ikatkit.runs.io import write_run
         from ikatkit.runs.model import PassageRef, Response, Run, TurnResult
 
+        if not args.index and not args.dense:
+            raise IkatError("nothing to search", fix="pass --index (BM25), --dense (dense) or both (hybrid)")
         queries = queries_for(args.queries, args.topics)
-        searcher = Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)
-        hits = searcher.batch_search(queries, args.k)
+        found = []
+        if args.index:
+            found.append(Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)
+                         .batch_search(queries, args.k))
+        if args.dense:
+            from ikatkit.retrieve.dense import DenseSearcher
+
+            found.append(DenseSearcher(args.dense, args.index).batch_search(queries, args.k))
+        hits = found[0]
+        if len(found) == 2:
+            from ikatkit.retrieve import fusion
+
+            weights = [1 - args.dense_weight, args.dense_weight]
+            hits = {q: [Hit(pid, score) for pid, score in (
+                fusion.rrf([found[0][q], found[1][q]], args.k) if args.fusion == "rrf"
+                else fusion.weighted([found[0][q], found[1][q]], args.k, weights))] for q in queries}
         run_type = args.run_type or ("manual" if args.queries == "manual" else "automatic")
         run_ = Run(args.run_name, run_type,
                    [TurnResult(q, [Response(1, "", [PassageRef(h.docid, h.score) for h in hits[q]])]) for q in queries])

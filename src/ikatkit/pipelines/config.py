@@ -19,7 +19,7 @@ from ikatkit.errors import IkatError
 from ikatkit.pipelines.stages import INITIAL_FIELDS, STAGES, Stage
 
 RANKER_KINDS = ("bi-encoder", "cross-encoder")
-PARAM_KINDS = {"llm": ("llm",), "ranker": RANKER_KINDS, "searcher": ("bm25",)}
+PARAM_KINDS = {"llm": ("llm",), "ranker": RANKER_KINDS, "searcher": ("bm25", "dense")}
 RESOURCE_PARAMS = tuple(PARAM_KINDS)
 TOP_LEVEL = {"name": str, "run_type": str, "description": str, "team_id": str, "batch_size": int, "threads": int,
              "resources": dict, "stages": list}
@@ -268,8 +268,15 @@ class Resources:
             if self.index is None:
                 raise IkatError("this config retrieves but no index was given", fix="pass --index DIR")
             return Bm25Searcher(self.index, **spec)
+        if kind == "dense":
+            from ikatkit.retrieve.dense import DenseSearcher
+
+            if "path" not in spec:
+                raise IkatError(f"dense resource {name!r} names no index", path=self.config.path,
+                                fix="add path = \"<folder of ikatkit index dense>\"")
+            return DenseSearcher(spec.pop("path"), spec.pop("index", self.index), **spec)
         raise IkatError(f"resource {name!r} has unknown kind {kind!r}", path=self.config.path,
-                        fix="use kind = llm, bm25, bi-encoder or cross-encoder")
+                        fix="use kind = llm, bm25, dense, bi-encoder or cross-encoder")
 
     @property
     def stats(self) -> dict[str, Any]:

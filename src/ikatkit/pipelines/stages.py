@@ -266,7 +266,9 @@ class Rerank:
 
 
 class Fuse:
-    """Merge the per-query rankings: round-robin ``interleave`` with dedupe (the paper's GtR) or ``rrf``."""
+    """Merge the per-query rankings: round-robin ``interleave`` with dedupe (the paper's GtR), ``rrf``, or
+    ``weighted`` (the sum of ``weights`` times each ranking's scores normalised by ``normalisation``, minmax or
+    zscore: hybrid BM25 + dense)."""
 
     name = "fuse"
     requires: tuple[str, ...] = ("candidates",)
@@ -274,10 +276,14 @@ class Fuse:
 
     METHODS = ("interleave", "rrf")
 
-    def __init__(self, method: str = "interleave", k: int = 1000) -> None:
+    def __init__(self, method: str = "interleave", k: int = 1000, weights: list[float] | None = None,
+                 normalisation: str = "minmax") -> None:
+        from functools import partial
+
         from ikatkit.retrieve import fusion
 
-        self.fuse = {"interleave": fusion.interleave, "rrf": fusion.rrf}[method]
+        self.fuse = {"interleave": fusion.interleave, "rrf": fusion.rrf,
+                     "weighted": partial(fusion.weighted, weights=weights, method=normalisation)}[method]
         self.k = k
 
     @classmethod
@@ -289,7 +295,7 @@ class Fuse:
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
             lists = list((record.reranked or record.candidates).values())
-            record.ranking = [(pid, float(s)) for pid, s in self.fuse(lists, self.k)]
+            record.ranking = [(pid, float(s)) for pid, s in self.fuse(lists, k=self.k)]
         return records
 
 

@@ -1,4 +1,4 @@
-"""Rank fusion over lists of ``(id, score)``: round-robin interleaving, RRF, score normalisation.
+"""Rank fusion over lists of ``(id, score)``: round-robin interleaving, RRF, normalised weighted scores.
 
 Fused lists carry strictly decreasing scores, as official runs need non-increasing scores.
 
@@ -48,3 +48,17 @@ def normalize(ranking: Ranking, method: str = "minmax") -> list[tuple[str, float
         mean, sd = statistics.fmean(scores), statistics.pstdev(scores)
         return [(pid, (s - mean) / sd if sd else 0.0) for pid, s in ranking]
     raise ValueError(f"unknown normalisation {method!r}: use minmax or zscore")
+
+
+def weighted(lists: Sequence[Ranking], k: int = 1000, weights: Sequence[float] | None = None,
+             method: str = "minmax") -> list[tuple[str, float]]:
+    """Score fusion: the weighted sum of each list's scores normalised by ``method`` (an id a list lacks adds
+    nothing from it); equal weights by default; ties broken by id. E.g. BM25 with dense (hybrid retrieval)."""
+    weights = list(weights) if weights is not None else [1.0] * len(lists)
+    if len(weights) != len(lists):
+        raise ValueError(f"{len(weights)} weights for {len(lists)} rankings")
+    scores: dict[str, float] = {}
+    for weight, ranking in zip(weights, lists):
+        for pid, score in normalize(ranking, method):
+            scores[pid] = scores.get(pid, 0.0) + weight * score
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]

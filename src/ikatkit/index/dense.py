@@ -1,0 +1,298 @@
+"""A dense index: passages encoded on Ray Data into float16 shards, then a faiss index over them.
+
+The folder ``out`` holds, in the order they are made:
+
+- ``texts/NNNNN.parquet``: the passages (``id``, ``text``, ``shard``, ``row``) in shards of ``shard_size``, read by
+  this process from a Lucene index's stored texts or from collection files through the readers and segmenter of
+  ``index build``; ``texts/_done.json`` marks them complete;
+- ``embeddings/NNNNN.npy``: float16, unit-length rows in the shard's order. Ray Data reads the pending text shards,
+  encoder actors (one per ``threads`` CPUs, or per GPU) embed them, and this process writes each batch into its
+  shard's memmap; a complete shard is renamed into place, so a killed job resumes with the shards not yet
+  finished, and no more than Ray's streaming window of embeddings is ever in memory;
+- ``index.faiss`` (row i = the i-th passage in shard order, the id map being the texts' ``id`` column) and
+  ``manifest.json``, written last: model, dimension, normalisation, faiss spec, counts.
+
+``work.json`` fingerprints what changes the embeddings (source, model, backend, shard size, sequence length); a
+resumed job with other settings is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ikatkit.atomic import atomic_open, write_json
+from ikatkit.errors import IkatError
+from ikatkit.index.build import MANIFEST
+
+SHARD_SIZE = 100_000
+FLAT_LIMIT = 1_000_000  # auto: exact search up to this many passages, IVF-PQ above
+TRAIN_LIMIT = 1_000_000  # vectors sampled to train an IVF or PQ index
+ROWS_PER_CALL = 256  # passages an encoder actor embeds per Ray Data batch
+NORMALISATION = "l2: unit-length embeddings, inner product = cosine"
+
+
+def is_lucene_index(path: Path) -> bool:
+    return (path / MANIFEST).exists() and any(path.glob("segments_*"))
+
+
+def read_source(inputs: Sequence[str | Path], fmt: str = "auto",
+                splitter: str = "auto") -> tuple[dict[str, Any], Iterator[tuple[str, str]]]:
+    """A fingerprint of the source and its ``(id, text)`` passages: a Lucene index's stored texts in index
+    order, or the passages ``index build`` would index from collection files."""
+    paths = [Path(p) for p in inputs]
+    if len(paths) == 1 and is_lucene_index(paths[0]):
+        manifest = json.loads((paths[0] / MANIFEST).read_text(encoding="utf-8"))
+        return ({"lucene": str(paths[0].resolve()), "built": manifest.get("built"),
+                 "counts": manifest.get("counts")}, _lucene_passages(paths[0]))
+    from ikatkit.collection.readers import ReadStats, input_files, read_passages
+    from ikatkit.collection.segment import splitter as splitter_function
+
+    files = input_files(paths)
+    split = splitter_function(splitter)
+
+    def passages() -> Iterator[tuple[str, str]]:
+        stats = ReadStats()
+        for path in files:
+            for passage in read_passages(path, fmt, stats, split):
+                yield passage.id, passage.contents
+
+    sources = [{"path": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
+    return {"files": sources, "format": fmt, "splitter": splitter}, passages()
+
+
+def _lucene_passages(index: Path) -> Iterator[tuple[str, str]]:
+    from ikatkit.java import import_pyserini
+
+    searcher = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(index))
+    for number in range(searcher.num_docs):
+        document = searcher.doc(number)
+        raw = document.raw()
+        try:
+            yield document.docid(), json.loads(raw)["contents"]
+        except (ValueError, KeyError, TypeError):
+            yield document.docid(), document.contents() or raw
+
+
+def write_texts(passages: Iterator[tuple[str, str]], folder: Path, shard_size: int) -> list[int]:
+    """The passages as parquet shards of ``shard_size`` in ``folder`` (shards already written are kept);
+    the number of passages in each shard."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    done = folder / "_done.json"
+    if done.exists():
+        return json.loads(done.read_text(encoding="utf-8"))["sizes"]
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes: list[int] = []
+    ids: list[str] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        path = folder / f"{len(sizes):05d}.parquet"
+        if not path.exists():
+            table = pa.table({"id": ids, "text": texts, "shard": pa.array([len(sizes)] * len(ids), pa.int32()),
+                              "row": pa.array(range(len(ids)), pa.int32())})
+            with atomic_open(path, "wb") as handle:
+                pq.write_table(table, handle, compression="zstd")
+        sizes.append(len(ids))
+        ids.clear()
+        texts.clear()
+
+    for pid, text in passages:
+        ids.append(pid)
+        texts.append(text)
+        if len(ids) == shard_size:
+            flush()
+    if ids:
+        flush()
+    if not sizes:
+        raise IkatError("no passages read", fix="check the input (a Lucene index of ikatkit, or collection files)")
+    write_json(done, {"passages": sum(sizes), "sizes": sizes})
+    return sizes
+
+
+def _read_shards(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.concat_tables([pq.read_table(str(path), columns=["text", "shard", "row"]) for path in batch["path"]])
+    return {name: table.column(name).to_numpy() for name in table.column_names}
+
+
+class _EncodeBatches:
+    """A Ray Data actor: embeds the ``text`` column of each batch, keeping ``shard`` and ``row``."""
+
+    def __init__(self, model: str, backend: str, openvino_model: str | None, threads: int, batch_size: int) -> None:
+        from ikatkit.index.encode import Encoder
+
+        self.encoder = Encoder(model, backend, openvino_model, threads)
+        self.batch_size = batch_size
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        vectors = self.encoder.encode([str(t) for t in batch["text"]], self.batch_size)
+        return {"shard": batch["shard"], "row": batch["row"], "vector": vectors.astype(np.float16)}
+
+
+def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: int, encoder: dict[str, Any],
+                  ray: Any, workers: int, threads: int, gpus: int,
+                  progress: Callable[[int], None] | None = None) -> None:
+    """Embed the text shards whose embedding shard is missing, on ``workers`` Ray actors of ``threads`` CPUs
+    (one GPU each when ``gpus``); ``progress(passages)`` after each finished shard."""
+    embeddings.mkdir(parents=True, exist_ok=True)
+    for stale in embeddings.glob(".*.tmp"):  # a killed job's unfinished shards
+        stale.unlink()
+    pending = [n for n in range(len(sizes)) if not (embeddings / f"{n:05d}.npy").exists()]
+    if not pending:
+        return
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    # Shards are read by tasks that take no CPU: the encoders hold every CPU (read_parquet's file listing would wait)
+    dataset = ray.data.from_items([{"path": str(texts / f"{n:05d}.parquet")} for n in pending])
+    dataset = dataset.map_batches(_read_shards, batch_size=1, batch_format="numpy", num_cpus=0)
+    dataset = dataset.map_batches(_EncodeBatches, fn_constructor_kwargs=dict(encoder, threads=threads),
+                                  batch_size=ROWS_PER_CALL, batch_format="numpy", concurrency=workers,
+                                  num_cpus=threads, num_gpus=1 if gpus else 0)
+    open_shards: dict[int, tuple[np.memmap, Path, int]] = {}
+    for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+        for shard in np.unique(batch["shard"]).tolist():
+            if shard not in open_shards:
+                tmp = embeddings / f".{shard:05d}.npy.tmp"
+                memmap = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(sizes[shard], dimension))
+                open_shards[shard] = (memmap, tmp, 0)
+            memmap, tmp, filled = open_shards[shard]
+            mine = batch["shard"] == shard
+            memmap[batch["row"][mine]] = batch["vector"][mine]
+            filled += int(mine.sum())
+            open_shards[shard] = (memmap, tmp, filled)
+            if filled == sizes[shard]:
+                memmap.flush()
+                del open_shards[shard], memmap
+                os.replace(tmp, embeddings / f"{shard:05d}.npy")
+                if progress:
+                    progress(sizes[shard])
+    if open_shards:
+        raise IkatError(f"Ray returned too few embeddings for shards {sorted(open_shards)}", path=embeddings,
+                        fix="run the same command again: finished shards are kept")
+
+
+def auto_spec(passages: int, dimension: int) -> str:
+    """Flat up to FLAT_LIMIT passages; above, IVF with about 4 sqrt(n) lists and PQ of dimension / 8 bytes."""
+    if passages <= FLAT_LIMIT:
+        return "Flat"
+    lists = 2 ** round(math.log2(4 * math.sqrt(passages)))
+    return f"IVF{lists},PQ{dimension // 8}"
+
+
+def build_faiss(shards: list[Path], dimension: int, spec: str, target: Path, seed: int = 0) -> int:
+    """A faiss index (inner product) from float16 shards, trained on a random sample when it needs training;
+    written atomically to ``target``; returns the vectors added."""
+    import faiss
+
+    try:
+        index = faiss.index_factory(dimension, spec, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as err:
+        raise IkatError(f"invalid faiss spec {spec!r}: {str(err).strip().splitlines()[-1]}",
+                        fix="use a faiss index_factory string: Flat, HNSW32, IVF4096,PQ48, ...") from None
+    arrays = [np.load(path, mmap_mode="r") for path in shards]
+    total = sum(len(a) for a in arrays)
+    if not index.is_trained:
+        rows = np.sort(np.random.default_rng(seed).choice(total, size=min(total, TRAIN_LIMIT), replace=False))
+        starts = np.cumsum([0] + [len(a) for a in arrays])
+        sample = np.concatenate([arrays[i][rows[(rows >= starts[i]) & (rows < starts[i + 1])] - starts[i]]
+                                 for i in range(len(arrays))]).astype(np.float32)
+        index.train(sample)
+        del sample
+    for array in arrays:
+        for start in range(0, len(array), 65536):
+            index.add(np.ascontiguousarray(array[start:start + 65536], dtype=np.float32))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        faiss.write_index(index, str(tmp))
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return total
+
+
+def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "bundled:minilm",
+                ray_address: str | None = None, batch_size: int = 32, faiss_spec: str = "auto",
+                backend: str = "auto", shard_size: int = SHARD_SIZE, threads: int = 1, workers: int | None = None,
+                fmt: str = "auto",
+                splitter: str = "auto", progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
+    actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A finished index with the same faiss spec is left as it is; another
+    spec re-indexes the kept embeddings."""
+    from ikatkit.index.encode import Encoder, choose_backend, export_openvino, load_model, openvino_folder
+    from ikatkit.raycluster import connect, resources
+
+    out = Path(out)
+    started = time.time()
+    manifest_path = out / MANIFEST
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if manifest.get("kind") != "dense":
+            raise IkatError("this folder holds another kind of index", path=out, fix="choose another --out")
+        if faiss_spec in ("auto", manifest["faiss"]):
+            return manifest
+    loaded = load_model(model, device="cpu")
+    source, passages = read_source(inputs, fmt, splitter)
+    ray = connect(ray_address)
+    cpus, gpus = resources(ray)
+    backend = "torch" if gpus and backend == "auto" else choose_backend(backend, loaded)
+    fingerprint = {"source": source, "model": model, "backend": backend, "shard_size": shard_size,
+                   "max_seq_length": loaded.max_seq_length, "normalisation": NORMALISATION,
+                   "versions": {name: metadata.version(name) for name in ("sentence-transformers", "torch")}}
+    work = out / "work.json"
+    if work.exists() and json.loads(work.read_text(encoding="utf-8")) != fingerprint:
+        raise IkatError("an unfinished dense index here was started from other inputs or settings", path=out,
+                        fix="run it again with the same inputs and options, or remove the folder")
+    if not work.exists():
+        if out.exists() and any(out.iterdir()):
+            raise IkatError("the output folder exists and is not a dense index", path=out, fix="choose another --out")
+        write_json(work, fingerprint)
+    sizes = write_texts(passages, out / "texts", shard_size)
+    dimension = int(loaded.get_embedding_dimension())
+    openvino_model = None
+    if backend == "openvino":  # converted here once, checked, and found in the cache by the workers of this node
+        openvino_model = str(export_openvino(loaded, openvino_folder(loaded)))
+        Encoder(model, backend, openvino_model).check_against_torch()
+    encoder = {"model": model, "backend": backend, "openvino_model": None, "batch_size": batch_size}
+    workers = workers or max(1, gpus if gpus else cpus // threads)
+    encode_shards(out / "texts", out / "embeddings", sizes, dimension, encoder, ray, workers, threads, gpus, progress)
+    spec = auto_spec(sum(sizes), dimension) if faiss_spec == "auto" else faiss_spec
+    shards = [out / "embeddings" / f"{n:05d}.npy" for n in range(len(sizes))]
+    added = build_faiss(shards, dimension, spec, out / "index.faiss")
+    manifest = {
+        "kind": "dense",
+        "model": model,
+        "backend": backend,
+        "dimension": dimension,
+        "normalisation": NORMALISATION,
+        "max_seq_length": loaded.max_seq_length,
+        "faiss": spec,
+        "metric": "inner_product",
+        "counts": {"passages": added, "shards": len(sizes)},
+        "shard_size": shard_size,
+        "id_map": "texts/NNNNN.parquet column id, shards in order: faiss row i = i-th passage",
+        "source": source,
+        "parameters": {"batch_size": batch_size, "threads_per_worker": threads, "workers": workers,
+                       "ray": ray_address or "local", "cluster": {"cpus": cpus, "gpus": gpus}},
+        "versions": {name: metadata.version(name) for name in ("ikatkit", "sentence-transformers", "torch",
+                                                               "faiss-cpu", "ray")},
+        "seconds": round(time.time() - started, 2),
+        "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    write_json(manifest_path, manifest)
+    return manifest

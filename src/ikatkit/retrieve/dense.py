@@ -1,0 +1,105 @@
+"""Dense search over an index of ``ikatkit index dense``: queries embedded by the index's model, top k from faiss.
+
+The same interface as :class:`ikatkit.retrieve.bm25.Bm25Searcher` (``batch_search``, ``search``, ``texts``), so
+the ``retrieve``, ``rerank`` and ``respond`` stages take either. Passage texts come from the Lucene index the dense
+index was encoded from (or ``index``), else from the dense index's own text shards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+from ikatkit.index.build import MANIFEST
+from ikatkit.retrieve.bm25 import Hit
+
+
+def check_dense_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The folder and manifest of a finished dense index, or one clear error."""
+    path = Path(path)
+    found = path / MANIFEST
+    manifest = json.loads(found.read_text(encoding="utf-8")) if found.exists() else {}
+    if manifest.get("kind") != "dense" or not (path / "index.faiss").exists():
+        raise IkatError("no finished dense index here (manifest.json of kind dense and index.faiss)", path=path,
+                        fix="build it with `ikatkit index dense INDEX_OR_COLLECTION --out DIR`")
+    return path, manifest
+
+
+class DenseSearcher:
+    """Top-k inner product (cosine) search; ``nprobe`` (IVF) and ``ef_search`` (HNSW) trade speed for recall;
+    queries are embedded by the index's model on PyTorch, faiss and PyTorch on ``threads`` threads."""
+
+    def __init__(self, path: str | Path, index: str | Path | None = None, nprobe: int = 32, ef_search: int = 128,
+                 threads: int | None = None) -> None:
+        import faiss
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from ikatkit.index.encode import Encoder
+
+        self.path, self.manifest = check_dense_index(path)
+        self.faiss = faiss.read_index(str(self.path / "index.faiss"))
+        parameters = faiss.ParameterSpace()
+        if "IVF" in self.manifest["faiss"]:
+            parameters.set_index_parameter(self.faiss, "nprobe", nprobe)
+        if "HNSW" in self.manifest["faiss"]:
+            parameters.set_index_parameter(self.faiss, "efSearch", ef_search)
+        if threads:
+            faiss.omp_set_num_threads(threads)
+        shards = sorted((self.path / "texts").glob("*.parquet"))
+        self.ids = pa.chunked_array([pq.read_table(s, columns=["id"]).column("id") for s in shards]).combine_chunks()
+        if len(self.ids) != self.faiss.ntotal:
+            raise IkatError(f"{len(self.ids)} ids for {self.faiss.ntotal} vectors", path=self.path,
+                            fix="rebuild the dense index")
+        self.encoder = Encoder(self.manifest["model"], "torch", threads=threads)
+        lucene = index or self.manifest["source"].get("lucene")
+        self.lucene = Path(lucene) if lucene and (Path(lucene) / MANIFEST).exists() else None
+        self._shards = shards
+        self._rows: dict[str, int] | None = None
+        self._texts: dict[str, str] = {}
+
+    def search(self, query: str, k: int = 1000) -> list[Hit]:
+        return self.batch_search({"q": query}, k)["q"]
+
+    def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
+        """``{qid: [Hit, ...]}`` for ``{qid: query}``; an empty query finds nothing."""
+        live = [qid for qid, q in queries.items() if q.strip()]
+        found: dict[str, list[Hit]] = {}
+        if live:
+            scores, rows = self.faiss.search(self.encoder.encode([queries[q] for q in live]), min(k, self.faiss.ntotal))
+            for qid, row_scores, row_ids in zip(live, scores, rows):
+                kept = row_ids >= 0
+                ids = self.ids.take(row_ids[kept]).to_pylist()
+                found[qid] = [Hit(pid, float(s)) for pid, s in zip(ids, row_scores[kept])]
+        return {qid: found.get(qid, []) for qid in queries}
+
+    def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """Passage texts by id; ids the index lacks are left out."""
+        missing = [pid for pid in dict.fromkeys(ids) if pid not in self._texts]
+        if missing and self.lucene is not None:
+            from ikatkit.index.lookup import doc
+
+            self._texts.update({pid: text for pid in missing if (text := doc(self.lucene, pid)) is not None})
+        elif missing:
+            self._texts.update(self._stored_texts(missing))
+        return {pid: self._texts[pid] for pid in ids if pid in self._texts}
+
+    def _stored_texts(self, ids: list[str]) -> dict[str, str]:
+        import pyarrow.parquet as pq
+
+        if self._rows is None:
+            self._rows = {pid: row for row, pid in enumerate(self.ids.to_pylist())}
+        size = self.manifest["shard_size"]
+        wanted: dict[int, list[tuple[str, int]]] = {}
+        for pid in ids:
+            if pid in self._rows:
+                wanted.setdefault(self._rows[pid] // size, []).append((pid, self._rows[pid] % size))
+        texts = {}
+        for shard, rows in wanted.items():
+            column = pq.read_table(self._shards[shard], columns=["text"]).column("text")
+            texts.update({pid: column[row].as_py() for pid, row in rows})
+        return texts
+

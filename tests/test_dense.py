@@ -1,0 +1,191 @@
+"""Dense retrieval: real local Ray (2 CPUs), real faiss, the bundled MiniLM, the 894 real iKAT 2023 passages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ikatkit.errors import IkatError
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    from ikatkit.raycluster import connect
+
+    ray = connect(None, num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def dense_index(passages_index, ray_local, tmp_path_factory) -> Path:
+    """The 894 passages of the Lucene index, encoded in 3 shards (OpenVINO, the default on CPU), faiss Flat."""
+    from ikatkit.index.dense import build_dense
+
+    out = tmp_path_factory.mktemp("dense") / "minilm"
+    build_dense([passages_index], out, shard_size=300)
+    return out
+
+
+def _stored(path: Path) -> tuple[list[str], np.ndarray]:
+    import pyarrow.parquet as pq
+
+    ids = [i for s in sorted((path / "texts").glob("*.parquet")) for i in pq.read_table(s).column("id").to_pylist()]
+    vectors = np.concatenate([np.load(s) for s in sorted((path / "embeddings").glob("*.npy"))])
+    return ids, vectors
+
+
+def _passages(passages_jsonl: Path) -> dict[str, str]:
+    return {r["id"]: r["contents"] for r in map(json.loads, passages_jsonl.read_text(encoding="utf-8").splitlines())}
+
+
+def test_manifest_and_ids_round_trip(dense_index, passages_jsonl):
+    manifest = json.loads((dense_index / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["kind"], manifest["model"], manifest["dimension"], manifest["faiss"]) == (
+        "dense", "bundled:minilm", 384, "Flat")
+    assert manifest["normalisation"].startswith("l2") and manifest["backend"] == "openvino"
+    assert manifest["counts"] == {"passages": 894, "shards": 3}
+    ids, vectors = _stored(dense_index)
+    texts = _passages(passages_jsonl)
+    assert len(ids) == len(set(ids)) == 894 and set(ids) == set(texts)
+    assert vectors.dtype == np.float16 and vectors.shape == (894, 384)
+    assert np.allclose(np.linalg.norm(vectors.astype(np.float32), axis=1), 1.0, atol=2e-3)
+    # each stored row is the embedding of its id's text, by sentence-transformers on PyTorch
+    from sentence_transformers import SentenceTransformer
+
+    from ikatkit.models import resolve_model
+
+    rows = list(range(0, 894, 45))
+    model = SentenceTransformer(resolve_model("bundled:minilm"), device="cpu")
+    expected = model.encode([texts[ids[r]] for r in rows], normalize_embeddings=True)
+    assert np.abs(vectors[rows].astype(np.float32) - expected).max() < 2e-3
+
+
+def test_flat_top_k_equals_numpy_cosine(dense_index, ikat2023):
+    from ikatkit.retrieve.dense import DenseSearcher
+    from ikatkit.topics import load_topics
+
+    searcher = DenseSearcher(dense_index)
+    queries = dict(list(load_topics(ikat2023 / "test_topics.json").queries("manual").items())[:40])
+    hits = searcher.batch_search(queries, 10)
+    ids, vectors = _stored(dense_index)
+    scores = searcher.encoder.encode(list(queries.values())) @ vectors.astype(np.float32).T
+    for qid, row in zip(queries, scores):
+        order = np.argsort(-row, kind="stable")[:10]
+        got = hits[qid]
+        assert len(got) == 10
+        assert np.allclose([h.score for h in got], row[order], atol=1e-5)
+        same = [h.docid == ids[i] for h, i in zip(got, order)]
+        # a swap is only allowed between scores equal to float32 precision
+        assert all(s or abs(row[i] - h.score) < 1e-5 for s, h, i in zip(same, got, order))
+    assert searcher.batch_search({"empty": "  "}, 10) == {"empty": []}
+
+
+def test_dense_resource_retrieves_and_reads_texts(dense_index, passages_index, passages_jsonl, ikat2023, tmp_path):
+    from ikatkit.pipelines.config import Resources, build_stages, load_config
+    from ikatkit.pipelines.record import records_for
+    from ikatkit.topics import load_topics
+
+    config = tmp_path / "dense.toml"
+    config.write_text(f'name = "dense"\n[resources.dense]\nkind = "dense"\npath = "{dense_index}"\n'
+                      '[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "retrieve"\nk = 5\n'
+                      'expand_ptkb = false\n', encoding="utf-8")
+    loaded = load_config(config)
+    stages = build_stages(loaded, Resources(loaded, passages_index, tmp_path))
+    records = records_for(load_topics(ikat2023 / "test_topics.json"))[:3]
+    for stage in stages:
+        records = stage.transform(records)
+    searcher = stages[1].searcher
+    for record in records:
+        expected = searcher.search(record.query, 5)  # alone: its embedding may differ in the last float bit
+        assert [pid for pid, _ in record.ranking] == [h.docid for h in expected]
+        assert np.allclose([s for _, s in record.ranking], [h.score for h in expected], atol=1e-6)
+    pid = records[0].ranking[0][0]
+    assert searcher.texts([pid, "no-such-id"]) == {pid: _passages(passages_jsonl)[pid]}
+
+
+def test_interrupted_encode_resumes_and_reindexes(dense_index, ray_local, passages_jsonl, tmp_path):
+    """Killed after its first shard, the job resumes with the other 3 and equals the uninterrupted encode; a new
+    faiss spec re-indexes the kept embeddings without encoding."""
+    from ikatkit.index.dense import build_dense
+    from ikatkit.retrieve.dense import DenseSearcher
+
+    subset = tmp_path / "100.jsonl"
+    subset.write_text("".join(passages_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:100]))
+    out = tmp_path / "dense"
+    finished: list[int] = []
+
+    def stop(passages: int) -> None:
+        finished.append(passages)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_dense([subset], out, shard_size=30, progress=stop)
+    assert len(list((out / "embeddings").glob("*.npy"))) == 1 and not (out / "manifest.json").exists()
+    build_dense([subset], out, shard_size=30, progress=finished.append)
+    assert sorted(finished) == [10, 30, 30, 30]  # one shard, then only the other three
+    ids, vectors = _stored(out)
+    all_ids, all_vectors = _stored(dense_index)
+    row = {pid: i for i, pid in enumerate(all_ids)}
+    assert ids == list(_passages(subset))
+    assert np.abs(vectors.astype(np.float32) - all_vectors[[row[i] for i in ids]].astype(np.float32)).max() < 2e-3
+
+    finished.clear()
+    manifest = build_dense([subset], out, shard_size=30, faiss_spec="IVF4,Flat", progress=finished.append)
+    assert finished == [] and manifest["faiss"] == "IVF4,Flat" and manifest["counts"]["passages"] == 100
+    searcher = DenseSearcher(out, nprobe=4)  # every list probed: exact
+    query = {"q": "how much protein does a vegetarian marathon runner need"}
+    scores = searcher.encoder.encode(list(query.values())) @ vectors.astype(np.float32).T
+    assert [h.docid for h in searcher.batch_search(query, 5)["q"]] == [ids[i] for i in np.argsort(-scores[0])[:5]]
+
+
+def test_ivfpq_trained_on_float16_shards(tmp_path):
+    """IVF-PQ trained on float16 shards of clustered unit vectors (32 topics): each vector's top 10 stays within
+    its topic, as exact search's does."""
+    import faiss
+
+    from ikatkit.index.dense import auto_spec, build_faiss
+
+    assert auto_spec(894, 384) == "Flat" and auto_spec(116_838_987, 384) == "IVF32768,PQ48"  # 4 sqrt(n) -> 2^15
+    rng = np.random.default_rng(0)
+    topics = rng.integers(0, 32, 3000)
+    vectors = rng.standard_normal((32, 384))[topics] + 0.3 * rng.standard_normal((3000, 384))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float16)
+    shards = []
+    for n, start in enumerate(range(0, 3000, 1250)):
+        shards.append(tmp_path / f"{n:05d}.npy")
+        np.save(shards[-1], vectors[start:start + 1250])
+    target = tmp_path / "ivfpq.faiss"
+    assert build_faiss(shards, 384, "IVF8,PQ16x4", target) == 3000
+    index = faiss.read_index(str(target))
+    assert index.ntotal == 3000 and index.nlist == 8 and index.is_trained
+    index.nprobe = 8
+    _, found = index.search(vectors[:100].astype(np.float32), 10)
+    assert np.all(topics[found] == topics[:100, None])
+    with pytest.raises(IkatError, match="invalid faiss spec"):
+        build_faiss(shards, 384, "NotAnIndex", target)
+
+
+def test_unknown_model_is_one_clear_error():
+    from ikatkit.index.encode import load_model
+
+    with pytest.raises(IkatError, match="no-such-org/no-such-model.*not available offline") as err:
+        load_model("no-such-org/no-such-model")
+    assert "hf download no-such-org/no-such-model" in str(err.value)
+
+
+def test_weighted_fusion_normalises_and_weights():
+    from ikatkit.retrieve.fusion import weighted
+
+    bm25 = [("a", 12.0), ("b", 8.0), ("c", 4.0)]
+    dense = [("c", 0.9), ("d", 0.7), ("a", 0.5)]
+    # minmax: bm25 a 1, b .5, c 0; dense c 1, d .5, a 0
+    fused = weighted([bm25, dense], 10, [0.25, 0.75])
+    assert [pid for pid, _ in fused] == ["c", "d", "a", "b"]
+    assert [s for _, s in fused] == pytest.approx([0.75, 0.375, 0.25, 0.125])
+    assert weighted([bm25, dense], 2) == [("a", 1.0), ("c", 1.0)]  # equal weights, ties by id
