@@ -189,3 +189,31 @@ def test_weighted_fusion_normalises_and_weights():
     assert [pid for pid, _ in fused] == ["c", "d", "a", "b"]
     assert [s for _, s in fused] == pytest.approx([0.75, 0.375, 0.25, 0.125])
     assert weighted([bm25, dense], 2) == [("a", 1.0), ("c", 1.0)]  # equal weights, ties by id
+
+
+def test_hybrid_config_fuses_bm25_and_dense_lists(dense_index, passages_index, ikat2023, tmp_path):
+    """configs/hybrid_bm25_dense.toml: two retrieve stages keep two candidate lists (keyed by retriever), and the
+    weighted fusion of their min-max normalised scores is the ranking."""
+    from ikatkit.pipelines.config import Resources, build_stages, load_config
+    from ikatkit.pipelines.record import records_for
+    from ikatkit.pipelines.stages import query_of
+    from ikatkit.retrieve.fusion import normalize
+    from ikatkit.topics import load_topics
+
+    shipped = Path(__file__).resolve().parents[1] / "configs" / "hybrid_bm25_dense.toml"
+    config = tmp_path / "hybrid.toml"
+    config.write_text(shipped.read_text(encoding="utf-8").replace("indexes/ikat23-minilm", str(dense_index))
+                      .replace("k = 1000", "k = 20"), encoding="utf-8")
+    loaded = load_config(config)
+    stages = build_stages(loaded, Resources(loaded, passages_index, tmp_path))
+    records = records_for(load_topics(ikat2023 / "test_topics.json"))[:2]
+    for stage in stages[:5]:  # up to fuse; respond only reads texts
+        records = stage.transform(records)
+    for record in records:
+        assert sorted(k.split("\t")[0] for k in record.candidates) == ["bm25", "dense"]
+        assert {query_of(k) for k in record.candidates} == {record.query}
+        bm25, dense = (dict(normalize(record.candidates[f"{name}\t{record.query}"], "minmax"))
+                       for name in ("bm25", "dense"))
+        expected = {pid: 0.5 * bm25.get(pid, 0.0) + 0.5 * dense.get(pid, 0.0) for pid in {*bm25, *dense}}
+        assert [pid for pid, _ in record.ranking] == sorted(expected, key=lambda p: (-expected[p], p))[:20]
+        assert all(abs(s - expected[pid]) < 1e-9 for pid, s in record.ranking)

@@ -274,7 +274,8 @@ class Fuse:
     requires: tuple[str, ...] = ("candidates",)
     provides: tuple[str, ...] = ("ranking",)
 
-    METHODS = ("interleave", "rrf")
+    METHODS = ("interleave", "rrf", "weighted")
+    NORMALISATIONS = ("minmax", "zscore")
 
     def __init__(self, method: str = "interleave", k: int = 1000, weights: list[float] | None = None,
                  normalisation: str = "minmax") -> None:
@@ -291,6 +292,8 @@ class Fuse:
         """Reject a config's options before anything loads (called by ``load_config``)."""
         if options.get("method", "interleave") not in cls.METHODS:
             raise IkatError(f"unknown fusion method {options['method']!r}", fix=f"use one of {cls.METHODS}")
+        if options.get("normalisation", "minmax") not in cls.NORMALISATIONS:
+            raise IkatError(f"unknown normalisation {options['normalisation']!r}", fix=f"use one of {cls.NORMALISATIONS}")
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
