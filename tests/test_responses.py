@@ -124,3 +124,157 @@ def test_embedding_similarity_and_citation_coverage(pairs_2023, embedder):
     assert citation_coverage(embedder, [response], [passages], -1.0) == [1.0]
     assert citation_coverage(embedder, [response, ""], [[], passages], 0.3) == [0.0, 0.0]
     assert np.mean(citation_coverage(embedder, canonical[:6], provenance[:6], 0.5)) > 0.5
+
+
+# ---------------------------------------------------------------- nuggets, readers, evaluation, CLI, compare
+
+NUGGETS_2024 = "2024-nuggets"
+
+
+@pytest.fixture(scope="session")
+def nuggets_2024(ikat2023):
+    folder = ikat2023.parent / NUGGETS_2024
+    if not (folder / "gold_nuggets_human.json").exists():
+        pytest.skip(f"2024 nugget data not found at {folder}")
+    return folder
+
+
+def test_nugget_scores_follow_autonuggetizer():
+    from ikatkit.evaluate.responses.data import Nugget
+    from ikatkit.evaluate.responses.nuggets import nugget_scores
+
+    nuggets = [Nugget(str(i), f"n{i}", g) for i, g in enumerate((4, 3, 2, 1))]
+    scores = nugget_scores(nuggets, [1.0, 0.5, 0.0, 1.0])
+    assert scores == pytest.approx({"all": 2.5 / 4, "strict_all": 0.5, "vital": 0.75, "strict_vital": 0.5,
+                                    "weighted": 2 / 3, "graded": 6.5 / 10})
+    assert "vital" not in nugget_scores(nuggets[2:], [1.0, 0.0]) and nugget_scores([], []) == {}
+
+
+def test_readers_of_the_2024_release(nuggets_2024, tmp_path):
+    from ikatkit.errors import IkatError
+    from ikatkit.evaluate.responses.data import read_nuggets, read_references, read_response_runs
+
+    nuggets = read_nuggets(nuggets_2024 / "gold_nuggets_human.json")
+    assert len(nuggets) == 68 and sum(map(len, nuggets.values())) == 902 and nuggets["4_7"] == []
+    assert sorted(n.grade for group in nuggets.values() for n in group).count(4) == 35
+    automatic = read_response_runs(nuggets_2024 / "automatic_responses.json")
+    assert len(automatic) == 19 and all(len(r.responses) == 36 for r in automatic)
+    assert len(read_response_runs(nuggets_2024 / "manual_responses.json")) == 4
+    gold = read_response_runs(nuggets_2024 / "gold_responses_human.json")
+    assert [r.name for r in gold] == ["manual"] and sum(not t.strip() for t in gold[0].responses.values()) == 6
+    assert read_references(nuggets_2024 / "gold_responses_human.json") == gold[0].responses
+    for content, match in (("[1, 2]", "non-empty JSON object"), ('{"0_1": [1]}', "key '0_1'"),
+                           ('{"0_1": {"[1]": {"text": "a", "relevance": "high"}}}', "relevance 'high'"),
+                           ('{"0_1": {"[1]": {"relevance": "2"}}}', "needs a 'text'"), ("{", "invalid JSON")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(content)
+        with pytest.raises(IkatError, match=match):
+            read_nuggets(bad)
+
+
+def test_nugget_recall_with_embedding_matcher(nuggets_2024, embedder):
+    from sentence_transformers import SentenceTransformer
+
+    from ikatkit.evaluate.responses.data import read_nuggets, read_response_runs
+    from ikatkit.evaluate.responses.evaluate import ResponseScorers, evaluate_response_runs
+    from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD, windows
+
+    turns = ["0_2", "0_11", "4_7"]
+    gold = read_response_runs(nuggets_2024 / "gold_responses_human.json")[0]
+    gold.responses = {q: gold.responses[q] for q in turns}
+    scorers = ResponseScorers()
+    scorers._embedder = embedder
+    result = evaluate_response_runs([gold], nuggets=nuggets_2024 / "gold_nuggets_human.json",
+                                    measures=["NuggetRecall", "VitalRecall", "Words"], scorers=scorers)["manual"]
+    assert result.info["turns_without_nuggets"] == ["4_7"] and "NuggetRecall" not in result.per_query["4_7"]
+    # the recall of 0_2 computed directly: the sentence-transformers cosine of each nugget and response window
+    model = SentenceTransformer(resolve_model("bundled:minilm"), device="cpu")
+    nuggets = read_nuggets(nuggets_2024 / "gold_nuggets_human.json")["0_2"]
+    a = model.encode([n.text for n in nuggets], normalize_embeddings=True)
+    b = model.encode(windows(gold.responses["0_2"]), normalize_embeddings=True)
+    expected = float(np.mean((a @ b.T).max(axis=1) >= DEFAULT_THRESHOLD))
+    assert result.per_query["0_2"]["NuggetRecall"] == pytest.approx(expected)
+    assert result.mean["Words"] == pytest.approx(np.mean([len(gold.responses[q].split()) for q in turns]))
+
+
+def test_llm_matcher_labels_pairs_with_smollm2(tmp_path):
+    from ikatkit.evaluate.responses.data import Nugget
+    from ikatkit.evaluate.responses.nuggets import LlmMatcher
+    from ikatkit.llm import make_llm
+    from ikatkit.llm.parse import parse_support
+
+    assert [parse_support(t) for t in ("support", "Partial_support.", "not_support", "No.", "maybe")] == \
+        [1.0, 0.5, 0.0, 0.0, None]
+    llm = make_llm({"backend": "transformers", "model": "bundled:smollm2", "cache_dir": str(tmp_path)})
+    matcher = LlmMatcher(llm)
+    nuggets = [[Nugget("1", "The Eiffel Tower is in Paris.", 4)], []]
+    support = matcher.support(["The Eiffel Tower stands in Paris, France.", ""], nuggets, ["Where is it?", "x"])
+    assert len(support[0]) == 1 and support[1] == [] and support[0][0] in (0.0, 0.5, 1.0)
+    assert llm.stats["misses"] == 1
+    assert matcher.support(["The Eiffel Tower stands in Paris, France."], nuggets[:1], ["Where is it?"]) == support[:1]
+    assert llm.stats["hits"] == 1
+    assert matcher.label == "LLM transformers:bundled:smollm2"
+
+
+def _official_run(topics, texts, path):
+    from ikatkit.runs.io import write_run
+    from ikatkit.runs.model import PassageRef, Response, Run, TurnResult
+
+    turns = [TurnResult(t.qid, [Response(1, t.response, [PassageRef(p, 1.0 - i / 10, used=True)
+                                                        for i, p in enumerate(t.response_provenance)])])
+             for t in topics if t.response_provenance and all(p in texts for p in t.response_provenance)]
+    write_run(Run("canonical", "manual", turns), path, "2023")
+    return turns
+
+
+def test_eval_responses_command(ikat2023, passages_jsonl, tmp_path, capsys):
+    from ikatkit.cli import main
+    from ikatkit.finetune.data import load_passage_texts
+
+    topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
+    texts = load_passage_texts([passages_jsonl])
+    turns = _official_run(topics, texts, tmp_path / "run.json")
+    topics_file = tmp_path / "topics.json"
+    data = [c for c in json.loads((ikat2023 / "test_topics.json").read_text()) if c["number"] == "9-1"]
+    topics_file.write_text(json.dumps(data))
+    out = tmp_path / "eval.json"
+    assert main(["eval-responses", str(tmp_path / "run.json"), "--topics", str(topics_file), "--passages",
+                 str(passages_jsonl), "--measures", "ROUGE-L", "Recall", "K-Precision", "Empty", "--per-query",
+                 "--format", "json", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())["canonical"]
+    assert result["evaluated"] == len(turns) and result["mean"]["ROUGE-L"] == 1.0 and result["mean"]["Empty"] == 0
+    expected = k_precision([t.responses[0].text for t in turns],
+                           [[texts[p.id] for p in t.responses[0].passages] for t in turns])
+    assert [result["per_query"][t.turn_id]["K-Precision"] for t in turns] == expected
+    # turns the topics lack: skipped and counted; an unknown measure: one clear error
+    other = tmp_path / "other.json"
+    _official_run(load_topics(ikat2023 / "test_topics.json").subset(["9-1", "10-1"]), texts, other)
+    assert main(["eval-responses", f"x={other}", "--topics", str(topics_file), "--measures", "Words"]) == 0
+    err = capsys.readouterr().err
+    assert f"x: {len(turns)} turns evaluated" in err and "turns of run x are not in the topics, skipped" in err
+    assert main(["eval-responses", str(other), "--topics", str(topics_file), "--measures", "ROUGE-9"]) == 2
+    assert "unknown response measure 'ROUGE-9'" in capsys.readouterr().err
+    assert main(["eval-responses", str(other), "--measures", "K-Precision", "--topics", str(topics_file)]) == 2
+    assert "K-Precision needs passages" in capsys.readouterr().err
+
+
+def test_compare_and_report_take_response_measures(nuggets_2024, tmp_path, capsys):
+    from ikatkit.cli import main
+    from ikatkit.evaluate.compare import compare_responses
+    from ikatkit.evaluate.responses.data import ResponseRun, read_response_runs
+
+    runs = read_response_runs(nuggets_2024 / "manual_responses.json")[:2]
+    gold = read_response_runs(nuggets_2024 / "gold_responses_human.json")[0]
+    runs = [ResponseRun(r.name, {q: r.responses[q] for q in list(r.responses)[:8]}) for r in runs]
+    comparison = compare_responses(runs, references=gold.responses, measures=["ROUGE-L", "Words"])
+    rows = {(r["run"], r["measure"]): r for r in comparison.rows}
+    a, b = (runs[0].name, "ROUGE-L"), (runs[1].name, "ROUGE-L")
+    assert rows[b]["turns"] == sum(bool(gold.responses[q].strip()) for q in list(runs[0].responses))
+    assert rows[b]["delta"] == pytest.approx(rows[b]["mean"] - rows[a]["mean"])
+    assert 0 <= rows[b]["p"] <= 1 and "judged@" not in comparison.to_markdown()
+    reference = tmp_path / "ref.json"
+    reference.write_text(json.dumps(gold.responses))
+    assert main(["report", str(nuggets_2024 / "manual_responses.json"), "--references", str(reference),
+                 "--measures", "ROUGE-L", "Words", "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Responses</h2>" in page and "responses_ROUGE_L_per_turn" in page

@@ -44,7 +44,8 @@ class Comparison:
     correction: str = "holm"
 
     def table(self) -> list[list[str]]:
-        header = ["run"] + self.measures + [f"judged@{k}" for k in JUDGED_DEPTHS]
+        depths = JUDGED_DEPTHS if self.judged else ()
+        header = ["run"] + self.measures + [f"judged@{k}" for k in depths]
         lines = [header]
         for name in self.results:
             cells = [name]
@@ -55,7 +56,7 @@ class Comparison:
                     mark = "*"
                 extra = "" if name == self.baseline else f" ({row['wins']}/{row['ties']}/{row['losses']})"
                 cells.append(f"{row['mean']:.4f}{mark}{extra}")
-            cells += [f"{self.judged[name][k]:.3f}" for k in JUDGED_DEPTHS]
+            cells += [f"{self.judged[name][k]:.3f}" for k in depths]
             lines.append(cells)
         return lines
 
@@ -64,7 +65,8 @@ class Comparison:
         text = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         text += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         text.append(f"\n`*` p < 0.05 against {self.baseline} ({self.test}, {self.correction} correction); "
-                    "(wins/ties/losses) per judged turn; judged@k: fraction of the top k with a judgement.")
+                    "(wins/ties/losses) per judged turn" + ("; judged@k: fraction of the top k with a judgement."
+                                                           if self.judged else "."))
         return "\n".join(text)
 
     def to_csv(self) -> str:
@@ -94,11 +96,19 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
     if baseline not in runs:
         raise IkatError(f"baseline {baseline!r} is not among the runs {list(runs)}", where="--baseline",
                         fix="name one of the compared runs (NAME=PATH sets a run's name)")
+    judged = {name: {k: judged_fraction(r, qrels, k) for k in JUDGED_DEPTHS} for name, r in rankings.items()}
+    return _compare(results, measures, baseline, test, correction, judged)
+
+
+def _compare(results: dict[str, EvalResult], measures: list[str], baseline: str, test: str, correction: str,
+             judged: dict[str, dict[int, float]]) -> Comparison:
+    """Paired tests of every run against ``baseline``, per measure on the turns both runs have a value for."""
     rows: list[dict[str, Any]] = []
     base = results[baseline].per_query
     for name, result in results.items():
-        common = sorted(set(base) & set(result.per_query))
         for measure in measures:
+            common = sorted(q for q in set(base) & set(result.per_query)
+                            if measure in base[q] and measure in result.per_query[q])
             a = [base[q][measure] for q in common]
             b = [result.per_query[q][measure] for q in common]
             p = math.nan if name == baseline else paired_test(a, b, test)
@@ -108,8 +118,21 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
                          "losses": sum(y < x for x, y in zip(a, b)), "turns": len(common)})
     for row, adjusted in zip(rows, correct([r["p"] for r in rows], correction)):
         row["p_adjusted"] = adjusted
-    judged = {name: {k: judged_fraction(r, qrels, k) for k in JUDGED_DEPTHS} for name, r in rankings.items()}
     return Comparison(baseline, measures, results, rows, judged, test, correction)
+
+
+def compare_responses(runs: Any, baseline: str | None = None, measures: list[str] | None = None,
+                      test: str = "ttest", correction: str = "holm", **options: Any) -> Comparison:
+    """Response measures of runs (``evaluate_response_runs`` inputs and ``options``) compared like rankings:
+    paired tests against ``baseline`` (default: the first run) on the turns both runs have a value for."""
+    from ikatkit.evaluate.responses.evaluate import evaluate_response_runs
+
+    results = evaluate_response_runs(runs, measures=measures, **options)
+    baseline = baseline or next(iter(results))
+    if baseline not in results:
+        raise IkatError(f"baseline {baseline!r} is not among the runs {list(results)}", where="--baseline",
+                        fix="name one of the compared runs (NAME=PATH sets a run's name)")
+    return _compare(results, list(results[baseline].mean), baseline, test, correction, {})
 
 
 def compare_ptkb(runs: dict[str, Run | str | Path], ptkb_qrels: Qrels | str | Path, topics: Topics | None = None,

@@ -18,7 +18,8 @@ def write_comparison(comparison: Comparison, out: Path, measure: str | None = No
     """All files of a comparison in ``out`` (names start with ``prefix``): Markdown, CSV and LaTeX tables,
     per-turn and per-conversation tables and plots of ``measure`` (default: nDCG@5, else the first measure)."""
     out.mkdir(parents=True, exist_ok=True)
-    measure = measure or ("nDCG@5" if "nDCG@5" in comparison.measures else comparison.measures[0])
+    measure = measure or next((m for m in ("nDCG@5", "ROUGE-L", "NuggetRecall") if m in comparison.measures),
+                              comparison.measures[0])
     files: dict[str, Any] = {"markdown": out / f"{prefix}comparison.md", "csv": out / f"{prefix}comparison.csv",
                              "latex": out / f"{prefix}comparison.tex"}
     write_text(files["markdown"], comparison.to_markdown() + "\n")
@@ -38,18 +39,23 @@ def write_comparison(comparison: Comparison, out: Path, measure: str | None = No
 
 
 def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = None, topics: Any = None,
-                 **options: Any) -> Path:
-    """The manual-vs-automatic report: one HTML file with the tables and the plots embedded."""
-    comparison = compare_runs(runs, qrels, **options)
-    ptkb = None
-    if ptkb_qrels is not None:
-        ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
-                            correction=comparison.correction, missing=options.get("missing", "skip"))
-    plots = write_comparison(comparison, out)["plots"]
-    sections = [_table_html("Passage ranking", comparison)]
-    if ptkb is not None:
-        plots += write_comparison(ptkb, out, prefix="ptkb_")["plots"]
-        sections.append(_table_html("PTKB statement ranking", ptkb))
+                 responses: Comparison | None = None, **options: Any) -> Path:
+    """The manual-vs-automatic report: one HTML file with the tables and the plots embedded; ``qrels`` None leaves
+    the ranking sections out, ``responses`` (a ``compare_responses`` result) adds the response measures."""
+    sections: list[str] = []
+    plots: list[Path] = []
+    if qrels is not None:
+        comparison = compare_runs(runs, qrels, **options)
+        plots += write_comparison(comparison, out)["plots"]
+        sections.append(_table_html("Passage ranking", comparison))
+        if ptkb_qrels is not None:
+            ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
+                                correction=comparison.correction, missing=options.get("missing", "skip"))
+            plots += write_comparison(ptkb, out, prefix="ptkb_")["plots"]
+            sections.append(_table_html("PTKB statement ranking", ptkb))
+    if responses is not None:
+        plots += write_comparison(responses, out, prefix="responses_")["plots"]
+        sections.append(_table_html("Responses", responses))
     for path in plots:
         data = base64.b64encode(Path(path).read_bytes()).decode()
         sections.append(f'<figure><img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
@@ -68,5 +74,6 @@ def _table_html(title: str, comparison: Comparison) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
     note = (f"* p &lt; 0.05 against {html.escape(comparison.baseline)} ({comparison.test}, {comparison.correction} "
-            "correction); (wins/ties/losses) per judged turn; judged@k: fraction of the top k with a judgement.")
+            "correction); (wins/ties/losses) per judged turn"
+            + ("; judged@k: fraction of the top k with a judgement." if comparison.judged else "."))
     return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table><p>{note}</p>"

@@ -169,18 +169,22 @@ class BertScore:
 
 
 class Embedder:
-    """Unit-length sentence embeddings from a sentence-transformers model (``ikatkit.rank.BiEncoder``), loaded once;
-    ``label`` names the model. Texts are encoded in batches of ``batch_size`` (4x faster than one at a time on a
-    busy CPU; a value then moves by ~1e-7 with its batch, nothing an evaluation measure sees)."""
+    """Unit-length sentence embeddings from a sentence-transformers model (``ikatkit.rank.BiEncoder``), loaded once
+    and kept by text; ``label`` names the model. New texts are encoded in batches of ``batch_size`` (4x faster
+    than one at a time on a busy CPU; a value then moves by ~1e-7 with its batch, nothing a measure sees)."""
 
     def __init__(self, model: str = DEFAULT_MODEL, device: str | None = None, batch_size: int = 32) -> None:
         from ikatkit.rank.biencoder import BiEncoder
 
         self.encoder = BiEncoder(model, batch_size=batch_size, device=device)
         self.model, self.label = model, model_label(model)
+        self._vectors: dict[str, np.ndarray] = {}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.encoder.encode(list(texts))
+        new = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if new:
+            self._vectors.update(zip(new, self.encoder.encode(new)))
+        return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 1))
 
     def similarity(self, responses: Sequence[str], references: Sequence[str]) -> list[float]:
         """Cosine similarity of each response's embedding with its reference's (0 when either is empty)."""
