@@ -42,7 +42,9 @@ def main() -> None:
     texts = load_passage_texts([data / "test_provenance_passages.jsonl"])
     lookup = lambda ids: {p: texts[p] for p in ids if p in texts}  # noqa: E731
     top = {t.qid: [p for p in t.response_provenance if p in texts][:1] for t in topics}
-    extractive = ResponseRun("extractive", {q: texts[ids[0]] if ids else "" for q, ids in top.items()}, top)
+    # as the respond stage does it: the top passage, cut to the track's 250 words
+    extractive = ResponseRun("extractive", {q: " ".join(texts[ids[0]].split()[:250]) if ids else ""
+                                            for q, ids in top.items()}, top)
     canonical = ResponseRun("canonical", {t.qid: t.response or "" for t in topics},
                             {t.qid: list(t.response_provenance) for t in topics})
     scorers = ResponseScorers()

@@ -256,6 +256,8 @@ def test_eval_responses_command(ikat2023, passages_jsonl, tmp_path, capsys):
     assert "unknown response measure 'ROUGE-9'" in capsys.readouterr().err
     assert main(["eval-responses", str(other), "--measures", "K-Precision", "--topics", str(topics_file)]) == 2
     assert "K-Precision needs passages" in capsys.readouterr().err
+    assert main(["eval-responses", str(other), "--topics", str(topics_file), "--passages", str(tmp_path / "no")]) == 2
+    assert "passages file not found" in capsys.readouterr().err
 
 
 def test_compare_and_report_take_response_measures(nuggets_2024, tmp_path, capsys):

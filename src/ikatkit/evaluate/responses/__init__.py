@@ -18,6 +18,11 @@ with its inputs, models loaded once per object)::
     citation_coverage(emb, responses, passages, threshold)  # [share of sentences a passage supports]
 
 Token measures share one tokenizer (:func:`tokenize`: rouge-score's, lower case, ``[a-z0-9]+``, no stemming).
+
+Whole runs: ``evaluate.evaluate_responses(run, topics=..., references=..., nuggets=..., passages=...,
+measures=[...])`` returns an ``EvalResult`` (``evaluate_response_runs`` for several runs sharing one
+``ResponseScorers``); the measures are declared in :mod:`measures`, the readers in :mod:`data`, nugget matchers
+(embedding, LLM judge) and AutoNuggetizer scores in :mod:`nuggets`.
 """
 
 from ikatkit.evaluate.responses.scorers import (DEFAULT_MODEL, ROUGE_TYPES, BertScore, Embedder, Scores,
