@@ -1,6 +1,6 @@
 """Response evaluation of a whole iKAT 2023 test year (332 turns) with ROUGE-1/2/L, K-Precision and MiniLM
 BERTScore, against the naive per-item loop of the reference packages (one RougeScorer / BERTScorer call per turn,
-models loaded once) in the same run; the values must agree to 1e-5. The response of each turn is its top
+models loaded once) in the same run; the values must agree to 1e-4 (BERTScore moves by ~1e-5 with batch padding). The response of each turn is its top
 provenance passage (``respond task = "extractive"``); turns without provenance have an empty response.
 
 With ``--figures`` it also prints the README table: (a) the canonical response against itself and its own
@@ -81,9 +81,10 @@ def main() -> None:
         for name, value in row.items():
             label = next(m for m in result.mean if m.split("[")[0] == name)
             worst = max(worst, abs(result.per_query[qid][label] - value))
-    assert worst < 1e-5, f"values differ from the packages' by {worst}"
     print(f"ours: {ours_seconds:.2f} s for {len(result.evaluated)} turns; naive per-item loop: {anchor_seconds:.2f} s; "
           f"speed-up {anchor_seconds / ours_seconds:.2f}x; largest difference {worst:.1e}")
+    # BERTScore of a pair moves by ~1e-5 with the padding of its batch (measured: 3.5e-5 at most on this year)
+    assert worst < 1e-4, f"values differ from the packages' by {worst}"
     print(json.dumps({m: round(v, 4) for m, v in result.mean.items()}))
     if args.figures:
         figures = evaluate_response_runs([canonical, extractive], topics=topics, passages=lookup, measures=FIGURES,

@@ -89,9 +89,9 @@ def test_bertscore_equals_bert_score_package(pairs_2023, bertscore):
     p, r, f = bert_score.score(candidates, references, model_type=resolve_model("bundled:minilm"), num_layers=6,
                                device="cpu")
     ours = bertscore.score(passage[:8], canonical[:8])
-    np.testing.assert_allclose(ours["precision"], p[:8].numpy(), atol=1e-6)
-    np.testing.assert_allclose(ours["recall"], r[:8].numpy(), atol=1e-6)
-    np.testing.assert_allclose(ours["f1"], f[:8].numpy(), atol=1e-6)
+    np.testing.assert_allclose(ours["precision"], p[:8].numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours["recall"], r[:8].numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours["f1"], f[:8].numpy(), atol=1e-5)
     # against passages: the best passage's precision
     best = bertscore.k_precision([canonical[i] for i in items], [provenance[i] for i in items])
     start = 8
