@@ -172,6 +172,122 @@ def _run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_response_inputs(p: argparse.ArgumentParser) -> None:
+    """The inputs of response measures, shared by eval-responses, compare and report."""
+    p.add_argument("--references", help="reference responses: {turn: text}, the 2024 gold-response JSON or topics "
+                                        "(default: the topics' canonical responses)")
+    p.add_argument("--nuggets", help="gold-nugget JSON {turn: {\"[i]\": {\"text\", \"relevance\"}}}")
+    grounding = p.add_mutually_exclusive_group()
+    grounding.add_argument("--passages", help="passage texts (JSONL) of the responses' used passages")
+    grounding.add_argument("--index", help="... or the Lucene index to look them up in")
+    p.add_argument("--matcher", choices=["embedding", "llm"], default="embedding",
+                   help="nugget matcher: MiniLM cosine (default) or an LLM judge (--llm-config)")
+    p.add_argument("--threshold", type=float, help="cosine threshold of the embedding nugget matcher (default 0.77, tuned: bench/tune_nugget_threshold.py)")
+    p.add_argument("--llm-config", help="TOML or JSON of the judge LLM, as an llm resource: backend, model, base_url ...")
+    p.add_argument("--bertscore-model", default="bundled:minilm", help="BERTScore model (hub id, folder or bundled:*)")
+    p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
+    p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
+
+
+def _response_options(args: argparse.Namespace) -> dict:
+    """evaluate_response_runs keyword arguments from the shared response options."""
+    from ikatkit.evaluate.responses.evaluate import ResponseScorers
+    from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD, LlmMatcher
+    from ikatkit.topics import load_topics
+
+    scorers = ResponseScorers(bert_model=args.bertscore_model, bert_layer=args.bertscore_layer,
+                              nugget_threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
+    if args.matcher == "llm":
+        if not args.llm_config:
+            raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
+                            fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
+        from pathlib import Path
+
+        from ikatkit.llm import make_llm
+        from ikatkit.paths import cache_root
+
+        config = _read_config(args.llm_config)
+        config.setdefault("cache_dir", str(Path(args.cache) if args.cache else cache_root()))
+        scorers.matcher = LlmMatcher(make_llm(config))
+    return {"topics": load_topics(args.topics) if args.topics else None, "references": args.references,
+            "nuggets": args.nuggets, "passages": args.passages, "index": args.index, "scorers": scorers}
+
+
+def _read_config(path: str) -> dict:
+    from pathlib import Path
+
+    text = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else None
+    if text is None:
+        raise IkatError("LLM config not found", path=path, fix="pass a TOML or JSON file")
+    try:
+        if path.endswith(".json"):
+            return dict(json.loads(text))
+        import tomllib
+
+        data = tomllib.loads(text)
+        return dict(data.get("llm", data))
+    except (ValueError, TypeError) as err:
+        raise IkatError(f"cannot read the LLM config: {err}", path=path, fix="TOML (backend, model, ...) or JSON") from None
+
+
+def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval-responses", help="evaluate runs' responses: reference, grounding and nugget measures")
+    p.add_argument("runs", nargs="+", help="runs in any supported format, or the 2024 participant-/gold-response "
+                                           "JSON (one run per run id); NAME=PATH names a single run")
+    p.add_argument("--topics", help="topics: the turns that exist and their canonical responses (references)")
+    _add_response_inputs(p)
+    p.add_argument("--measures", nargs="+", help="response measures (default: all the given inputs allow); see README")
+    p.add_argument("--per-query", action="store_true", help="also print per-turn values")
+    p.add_argument("--missing", choices=["skip", "zero"], default="skip",
+                   help="turns with a reference or nuggets the run lacks: listed, or scored as an empty response")
+    p.add_argument("--format", choices=["tsv", "json"], default="tsv")
+    p.add_argument("--out", help="write the result here instead of standard output")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.atomic import write_text
+        from ikatkit.evaluate.responses.evaluate import evaluate_response_runs
+
+        options = _response_options(args)
+        runs = _response_runs(args.runs, options["topics"])
+        results = evaluate_response_runs(runs, measures=args.measures, missing=args.missing, **options)
+        if args.format == "json":
+            text = json.dumps({name: r.to_json(args.per_query) for name, r in results.items()}, indent=2) + "\n"
+        else:
+            text = "".join(f"{name}\t" + line + "\n" for name, r in results.items()
+                           for line in r.to_tsv(args.per_query).splitlines())
+        if args.out:
+            write_text(args.out, text)
+        else:
+            sys.stdout.write(text)
+        for name, r in results.items():
+            extra = "".join(f"; {w}" for w in r.info.get("warnings", []))
+            without = r.info.get("turns_without_nuggets")
+            if without:
+                extra += f"; {len(without)} turns without nuggets (no nugget measures): {', '.join(without[:5])}"
+            print(f"{name}: {len(r.evaluated)} turns evaluated, {len(r.missing)} turns missing{extra}", file=sys.stderr)
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _response_runs(paths: list[str], topics) -> list:  # type: ignore[no-untyped-def]
+    """ResponseRuns from run files (NAME=PATH renames a file holding one run); names must be distinct."""
+    from ikatkit.evaluate.responses.data import ResponseRun, read_response_runs
+
+    runs: list = []
+    for item in paths:
+        name, _, path = item.rpartition("=") if "=" in item else ("", "", item)
+        found = read_response_runs(path, topics)
+        if name and len(found) == 1:
+            found = [ResponseRun(name, found[0].responses, found[0].used)]
+        runs += found
+    names = [r.name for r in runs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise IkatError(f"runs named {repeated} more than once", where="RUN...", fix="name them NAME=PATH")
+    return runs
+
+
 def _add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a run against the topics: the organizers' rules and more")
     p.add_argument("run", help="a run: official 2023/2024 JSON, 2025 JSONL, TREC, or {qid: {pid: score}} JSON")
@@ -364,11 +480,13 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
                             ("report", "one self-contained HTML report comparing runs (e.g. manual vs automatic)")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("runs", nargs="+", help="runs in any supported format; NAME=PATH sets the name")
-        p.add_argument("--qrels", required=True)
+        p.add_argument("--qrels", help="passage qrels (ranking measures); leave out to compare responses only")
         p.add_argument("--ptkb-qrels", help="also compare the runs' PTKB rankings")
-        p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
+        p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys; its canonical "
+                                        "responses are the references of response measures")
         p.add_argument("--baseline", help="the run the others are tested against (default: the first)")
-        p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures)")
+        p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures) and response "
+                                                     "measures (ROUGE-L, NuggetRecall ...: compared as a second table)")
         p.add_argument("--test", choices=["ttest", "wilcoxon", "randomization"], default="ttest")
         p.add_argument("--correction", choices=["holm", "bonferroni", "none"], default="holm")
         p.add_argument("--missing", choices=["skip", "zero"], default="skip",
@@ -376,31 +494,53 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--all-pairs", action="store_true",
                        help="also test every pair of runs (corrected over all pairs and measures)")
         p.add_argument("--out", required=name == "report", help="folder for tables, plots (and the report)")
+        _add_response_inputs(p)
         p.set_defaults(func=_run_compare, report=name == "report")
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ikatkit.evaluate.compare import compare_ptkb, compare_runs
+    from ikatkit.evaluate.compare import compare_ptkb, compare_responses, compare_runs
     from ikatkit.evaluate.report import write_comparison, write_report
+    from ikatkit.evaluate.responses.measures import is_response_measure
     from ikatkit.topics import load_topics
 
     runs = dict(r.split("=", 1) if "=" in r else (Path(r).stem, r) for r in args.runs)
     baseline = args.baseline if args.baseline in runs or args.baseline is None else Path(args.baseline).stem
     topics = load_topics(args.topics) if args.topics else None
-    options = {"baseline": baseline, "measures": args.measures, "test": args.test, "correction": args.correction,
-               "missing": args.missing, "all_pairs": args.all_pairs}
+    ranking_measures = [m for m in args.measures or [] if not is_response_measure(m)]
+    response_measures = [m for m in args.measures or [] if is_response_measure(m)]
+    if ranking_measures and not args.qrels:
+        raise IkatError(f"ranking measures {ranking_measures} need --qrels", fix="pass --qrels or only response measures")
+    if not args.qrels and not (response_measures or args.nuggets or args.references or topics):
+        raise IkatError("nothing to compare", where="compare",
+                        fix="pass --qrels (rankings) and/or response inputs (--topics, --references, --nuggets)")
+    responses = None
+    if response_measures or args.nuggets or args.references or not args.qrels:
+        response_options = _response_options(args)
+        responses = compare_responses(_response_runs(args.runs, topics), baseline=baseline,
+                                      measures=response_measures or None, test=args.test,
+                                      correction=args.correction, missing=args.missing, all_pairs=args.all_pairs,
+                                      **{k: v for k, v in response_options.items()})
+    options = {"baseline": baseline, "measures": ranking_measures or None, "test": args.test,
+               "correction": args.correction, "missing": args.missing, "all_pairs": args.all_pairs}
+    qrels = args.qrels if args.qrels and (ranking_measures or not response_measures) else None
     if args.report:
-        path = write_report(runs, args.qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, topics=topics,
-                            **options)
+        path = write_report(runs, qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, topics=topics,
+                            responses=responses, **options)
         print(f"report: {path}")
         return 0
-    comparisons = {"": compare_runs(runs, args.qrels, **options)}
-    if args.ptkb_qrels:
-        comparisons["ptkb_"] = compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})
+    comparisons = {}
+    if qrels:
+        comparisons[""] = compare_runs(runs, qrels, **options)
+        if args.ptkb_qrels:
+            comparisons["ptkb_"] = compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})
+    if responses is not None:
+        comparisons["responses_"] = responses
+    titles = {"": "", "ptkb_": "PTKB statement ranking\n", "responses_": "Responses\n"}
     for prefix, comparison in comparisons.items():
-        print(("PTKB statement ranking\n" if prefix else "") + comparison.to_markdown() + "\n")
+        print(titles[prefix] + comparison.to_markdown() + "\n")
         if args.out:
             files = write_comparison(comparison, Path(args.out), prefix=prefix)
             tables = [files[k] for k in ("csv", "latex", "per_turn", "per_conversation", "pairs") if k in files]
@@ -627,7 +767,7 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune,
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_eval_responses, _add_compare, _add_index, _add_search, _add_run, _add_finetune,
                                                              _add_rerank, _add_ptkb,
                                                              _add_demo, _add_context]
 

@@ -74,7 +74,8 @@ class Comparison:
         header = ["run"]
         for measure in self.measures:
             header += [measure, f"{measure} 95% CI", f"{measure} delta", f"{measure} p ({self.correction})"]
-        lines = [header + [f"judged@{k}" for k in JUDGED_DEPTHS]]
+        depths = JUDGED_DEPTHS if self.judged else ()
+        lines = [header + [f"judged@{k}" for k in depths]]
         for name in self.results:
             cells = [name]
             for measure in self.measures:
@@ -84,7 +85,7 @@ class Comparison:
                 extra = "" if base else f" ({row['wins']}/{row['ties']}/{row['losses']})"
                 cells += [f"{row['mean']:.4f}{mark}{extra}", _interval(row["ci_low"], row["ci_high"]),
                           "" if base else f"{row['delta']:+.4f}", "" if base else _p(row["p_adjusted"])]
-            cells += [f"{self.judged[name][k]:.3f}" for k in JUDGED_DEPTHS]
+            cells += [f"{self.judged[name][k]:.3f}" for k in depths]
             lines.append(cells)
         return lines
 
@@ -101,7 +102,8 @@ class Comparison:
     def note(self) -> str:
         return (f"`*` p < 0.05 against {self.baseline} ({self.test}, {self.correction} correction over all tests "
                 "of the table); (wins/ties/losses) per judged turn; 95% CI: Student-t interval of the mean over "
-                "the evaluated turns; judged@k: share of the top k judged (ir-measures Judged@k).")
+                "the evaluated turns" + ("; judged@k: share of the top k judged (ir-measures Judged@k)."
+                                          if self.judged else "."))
 
     def to_markdown(self) -> str:
         text = [_markdown(self.table()), "", self.note()]
@@ -146,7 +148,8 @@ def _markdown(rows: list[list[str]]) -> str:
 def _paired(a: EvalResult, b: EvalResult, measure: str, test: str) -> dict[str, Any]:
     """Delta of ``b`` over ``a``; on their common turns the paired p-value (nan where they never differ, as for
     a run against itself) and the wins/ties/losses of ``b``."""
-    common = sorted(set(a.per_query) & set(b.per_query))
+    common = sorted(q for q in set(a.per_query) & set(b.per_query)
+                    if measure in a.per_query[q] and measure in b.per_query[q])
     x = [a.per_query[q][measure] for q in common]
     y = [b.per_query[q][measure] for q in common]
     return {"delta": b.mean[measure] - a.mean[measure], "p": paired_test(x, y, test),
@@ -169,10 +172,19 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
     if baseline not in runs:
         raise IkatError(f"baseline {baseline!r} is not among the runs {list(runs)}", where="--baseline",
                         fix="name one of the compared runs (NAME=PATH sets a run's name)")
+    judged = {name: judged_fractions(r, qrels) for name, r in rankings.items()}
+    return _compare(results, measures, baseline, test, correction, judged, all_pairs, _sources(runs), qrels_name)
+
+
+def _compare(results: dict[str, EvalResult], measures: list[str], baseline: str, test: str, correction: str,
+             judged: dict[str, dict[int, float]], all_pairs: bool = False, sources: dict[str, str] | None = None,
+             qrels_name: str = "") -> Comparison:
+    """Paired tests of every run against ``baseline`` (and of every pair, with ``all_pairs``), per measure on the
+    turns both runs have a value for."""
     rows: list[dict[str, Any]] = []
     for name, result in results.items():
         for measure in measures:
-            low, high = confidence_interval([v[measure] for v in result.per_query.values()])
+            low, high = confidence_interval([v[measure] for v in result.per_query.values() if measure in v])
             paired = _paired(results[baseline], result, measure, test)
             rows.append({"run": name, "measure": measure, "mean": result.mean[measure], "ci_low": low,
                          "ci_high": high, **paired, "evaluated": len(result.evaluated),
@@ -188,8 +200,23 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
                           for m in measures]
         for row, adjusted in zip(pairs, correct([r["p"] for r in pairs], correction)):
             row["p_adjusted"] = adjusted
-    judged = {name: judged_fractions(r, qrels) for name, r in rankings.items()}
-    return Comparison(baseline, measures, results, rows, judged, test, correction, pairs, _sources(runs), qrels_name)
+    return Comparison(baseline, measures, results, rows, judged, test, correction, pairs, sources or {}, qrels_name)
+
+
+def compare_responses(runs: Any, baseline: str | None = None, measures: list[str] | None = None,
+                      test: str = "ttest", correction: str = "holm", all_pairs: bool = False,
+                      **options: Any) -> Comparison:
+    """Response measures of runs (``evaluate_response_runs`` inputs and ``options``) compared like rankings:
+    paired tests against ``baseline`` (default: the first run) on the turns both runs have a value for."""
+    from ikatkit.evaluate.responses.evaluate import evaluate_response_runs
+
+    results = evaluate_response_runs(runs, measures=measures, **options)
+    baseline = baseline or next(iter(results))
+    if baseline not in results:
+        raise IkatError(f"baseline {baseline!r} is not among the runs {list(results)}", where="--baseline",
+                        fix="name one of the compared runs (NAME=PATH sets a run's name)")
+    sources = _sources(runs) if isinstance(runs, dict) else {}
+    return _compare(results, list(results[baseline].mean), baseline, test, correction, {}, all_pairs, sources)
 
 
 def compare_ptkb(runs: dict[str, Run | str | Path], ptkb_qrels: Qrels | str | Path, topics: Topics | None = None,

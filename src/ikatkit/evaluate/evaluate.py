@@ -19,16 +19,20 @@ Rankings = dict[str, dict[str, float]]
 
 @dataclass
 class EvalResult:
-    """``mean`` and ``per_query`` keyed by measure name; the judged turns evaluated and missed."""
+    """``mean`` and ``per_query`` keyed by measure name; the judged turns evaluated and missed; ``info``: what
+    response evaluation used (models, matcher), turns without nuggets and counted warnings."""
 
     mean: dict[str, float]
     per_query: dict[str, dict[str, float]]
     evaluated: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self, per_query: bool = False) -> dict[str, Any]:
         """Means, the count of judged turns evaluated, the judged turns missing (and per-query values)."""
         data: dict[str, Any] = {"mean": self.mean, "evaluated": len(self.evaluated), "missing": self.missing}
+        if self.info:
+            data["info"] = self.info
         if per_query:
             data["per_query"] = self.per_query
         return data

@@ -17,7 +17,8 @@ def by_position(result: EvalResult, measure: str) -> dict[int, float]:
     """Mean of ``measure`` per turn number, over conversations."""
     groups: dict[int, list[float]] = {}
     for qid, values in result.per_query.items():
-        groups.setdefault(split_query_id(qid)[1], []).append(values[measure])
+        if measure in values:
+            groups.setdefault(split_query_id(qid)[1], []).append(values[measure])
     return {turn: sum(v) / len(v) for turn, v in sorted(groups.items())}
 
 
@@ -25,7 +26,8 @@ def by_conversation(result: EvalResult, measure: str) -> dict[str, float]:
     """Mean of ``measure`` per conversation."""
     groups: dict[str, list[float]] = {}
     for qid, values in result.per_query.items():
-        groups.setdefault(split_query_id(qid)[0], []).append(values[measure])
+        if measure in values:
+            groups.setdefault(split_query_id(qid)[0], []).append(values[measure])
     return {c: sum(v) / len(v) for c, v in sorted(groups.items(), key=lambda item: natural_key(item[0]))}
 
 

@@ -49,20 +49,29 @@ def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dic
 
 
 def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = None, topics: Any = None,
-                 **options: Any) -> Path:
+                 responses: Comparison | None = None, **options: Any) -> Path:
     """The manual-vs-automatic report: one HTML file with the runs and qrels compared (paths, turns evaluated
-    and missing), the tables and every plot embedded."""
-    comparison = compare_runs(runs, qrels, **options)
-    ptkb = None
-    if ptkb_qrels is not None:
-        ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
-                            correction=comparison.correction, missing=options.get("missing", "skip"),
-                            all_pairs=options.get("all_pairs", False))
-    plots = write_comparison(comparison, out)["plots"]
-    sections = [_sources_html(comparison, ptkb), _table_html("Passage ranking", comparison)]
-    if ptkb is not None:
-        plots += write_comparison(ptkb, out, prefix="ptkb_")["plots"]
-        sections.append(_table_html("PTKB statement ranking", ptkb))
+    and missing), the tables and every plot embedded; ``qrels`` None leaves the ranking sections out,
+    ``responses`` (a ``compare_responses`` result) adds the response measures."""
+    sections: list[str] = []
+    plots: list[Path] = []
+    if qrels is not None:
+        comparison = compare_runs(runs, qrels, **options)
+        ptkb = None
+        if ptkb_qrels is not None:
+            ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
+                                correction=comparison.correction, missing=options.get("missing", "skip"),
+                                all_pairs=options.get("all_pairs", False))
+        plots += write_comparison(comparison, out)["plots"]
+        sections += [_sources_html(comparison, ptkb), _table_html("Passage ranking", comparison)]
+        if ptkb is not None:
+            plots += write_comparison(ptkb, out, prefix="ptkb_")["plots"]
+            sections.append(_table_html("PTKB statement ranking", ptkb))
+    if responses is not None:
+        if qrels is None:
+            sections.append(_sources_html(responses, None))
+        plots += write_comparison(responses, out, prefix="responses_")["plots"]
+        sections.append(_table_html("Responses", responses))
     for path in plots:
         data = base64.b64encode(Path(path).read_bytes()).decode()
         sections.append(f'<figure><img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'

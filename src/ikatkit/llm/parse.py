@@ -39,3 +39,18 @@ def parse_ptkb_classification(output: str, keys: list[str]) -> list[str]:
     """The PTKB keys named in the output, in the PTKB's order ('none' or no known key -> [])."""
     named = set(re.findall(r"\d+", output))
     return [key for key in keys if key in named]
+
+
+SUPPORT_LABELS = {"support": 1.0, "partial_support": 0.5, "not_support": 0.0}
+
+
+def parse_support(output: str) -> float | None:
+    """The support a nugget-assignment output names: support 1, partial_support 0.5, not_support 0 (also
+    yes / partial / no); None when it names none."""
+    text = output.lower().replace("-", "_").replace(" ", "_")
+    for label, words in (("partial_support", ("partial",)), ("not_support", ("not_support", "no_support", "unsupport")),
+                         ("support", ("support",))):
+        if any(word in text for word in words):
+            return SUPPORT_LABELS[label]
+    first = re.findall(r"[a-z]+", output.lower())[:1]
+    return {"yes": 1.0, "partially": 0.5, "no": 0.0}.get(first[0]) if first else None

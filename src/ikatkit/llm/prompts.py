@@ -9,7 +9,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 
-TASKS = ("rtg_rewrite", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify")
+TASKS = ("rtg_rewrite", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify", "nugget_support")
 MAX_PASSAGE_WORDS = 200
 # Where a reply ends: on a new line, the model starting another turn or another prompt section (SmolLM2-135M
 # goes on with "### User Question: ..." or "User: ..."). A reply may open with a label or an introduction
@@ -36,7 +36,7 @@ def format_context(history: Sequence[tuple[str, str]]) -> str:
 
 def render(task: str, *, history: Sequence[tuple[str, str]] = (), utterance: str = "", query: str = "",
            ptkb: Sequence[str] = (), all_ptkb: Sequence[tuple[str, str]] = (), passages: Sequence[str] = (),
-           answer: str = "", n: int = 5, response: str = "", **_: Any) -> list[dict[str, str]]:
+           answer: str = "", n: int = 5, response: str = "", nugget: str = "", **_: Any) -> list[dict[str, str]]:
     """The chat messages of ``task`` for one turn."""
     text = template(task).format(
         context=format_context(history), utterance=utterance, query=query or utterance,
@@ -44,5 +44,5 @@ def render(task: str, *, history: Sequence[tuple[str, str]] = (), utterance: str
         passages="\n\n".join(f"[{i}] {' '.join(p.split()[:MAX_PASSAGE_WORDS])}" for i, p in enumerate(passages, 1))
         or "(none)",
         statements="\n".join(f"{key}. {text}" for key, text in all_ptkb) or "(none)",
-        answer=answer, n=n, response=response)
+        answer=answer, n=n, response=response, nugget=nugget)
     return [{"role": "user", "content": text}]

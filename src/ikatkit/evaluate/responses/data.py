@@ -1,0 +1,157 @@
+"""Inputs of response evaluation: responses of runs, reference responses, gold nuggets, grounding passages.
+
+- Responses: any run ``ikatkit.runs.io.read_run`` reads (the rank-1 response of each turn, its used passages;
+  no passage marked used -> the top 5, the organizers' rule), the participant-response JSON of the iKAT 2024
+  release ``{turn_id: {run_id: response}}`` (one run per run id) and its gold-response JSON
+  ``{turn_id: {"manual": {"response": str, ...}}}`` (one run, ``manual``).
+- References: the topics' canonical ``response`` per turn, or a file: ``{turn_id: text}``, the gold-response JSON,
+  or a topic file.
+- Nuggets: the organizers' gold-nugget JSON ``{turn_id: {"[i]": {"text": str, "relevance": "1".."4"}}}``.
+- Passages: texts by id from a passages JSONL (``{"id","contents"}`` or ``{"doc_id","passage_id","passage_text"}``)
+  or a Lucene index built by ``ikatkit index build``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+from ikatkit.runs.model import Run
+from ikatkit.topics import Topics
+
+TOP_WHEN_NONE_USED = 5
+
+
+@dataclass
+class ResponseRun:
+    """One run's response per turn (the rank-1 response) and the ids of the passages it marks as used."""
+
+    name: str
+    responses: dict[str, str]
+    used: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Nugget:
+    id: str
+    text: str
+    grade: int
+
+
+def response_run(run: Run, name: str | None = None) -> ResponseRun:
+    """The rank-1 response of each turn and its used passages (the top 5 when none is marked used)."""
+    responses: dict[str, str] = {}
+    used: dict[str, list[str]] = {}
+    for turn in run.turns:
+        if not turn.responses:
+            continue
+        first = min(turn.responses, key=lambda r: r.rank)
+        responses[turn.turn_id] = first.text
+        marked = [p.id for p in first.passages if p.used]
+        used[turn.turn_id] = marked or [p.id for p in first.passages[:TOP_WHEN_NONE_USED]]
+    return ResponseRun(name or run.run_name, responses, used)
+
+
+def _load_json(path: Path, what: str) -> Any:
+    if not path.is_file():
+        raise IkatError(f"{what} file not found", path=path, fix=f"pass the path of a {what} file")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {err.lineno}, column {err.colno}",
+                        fix=f"a {what} file is one JSON object") from None
+
+
+def _response_json_runs(data: dict[str, Any], path: Path) -> list[ResponseRun] | None:
+    """Runs from ``{turn: {run_id: text}}`` or ``{turn: {"manual": {"response": text}}}``; None for other shapes."""
+    if not data or not all(isinstance(v, dict) and v for v in data.values()):
+        return None
+    runs: dict[str, dict[str, str]] = {}
+    for turn, by_run in data.items():
+        for run_id, value in by_run.items():
+            if isinstance(value, dict) and isinstance(value.get("response"), str):
+                value = value["response"]
+            if not isinstance(value, str):
+                return None
+            runs.setdefault(run_id, {})[turn] = value
+    return [ResponseRun(name, responses) for name, responses in runs.items()]
+
+
+def read_response_runs(path: str | Path, topics: Topics | None = None) -> list[ResponseRun]:
+    """The runs in a file: many for a participant-response JSON, one for any run file or gold-response JSON."""
+    path = Path(path)
+    if path.suffix == ".json" and path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and "turns" not in data:
+            runs = _response_json_runs(data, path)
+            if runs is not None:
+                return runs
+    from ikatkit.runs.io import read_run
+
+    return [response_run(read_run(path, topics=topics))]
+
+
+def read_references(path: str | Path) -> dict[str, str]:
+    """Reference responses by turn from ``{turn: text}``, the gold-response JSON or a topic file."""
+    path = Path(path)
+    data = _load_json(path, "reference")
+    if isinstance(data, list):
+        from ikatkit.topics import load_topics
+
+        return {t.qid: t.response or "" for t in load_topics(path)}
+    if isinstance(data, dict) and all(isinstance(v, str) for v in data.values()):
+        return dict(data)
+    runs = _response_json_runs(data, path) if isinstance(data, dict) else None
+    if runs is not None and len(runs) == 1:
+        return runs[0].responses
+    raise IkatError("not a reference file", path=path,
+                    fix='use {turn_id: response}, the gold-response JSON {turn_id: {"manual": {"response"}}} or topics')
+
+
+def read_nuggets(path: str | Path) -> dict[str, list[Nugget]]:
+    """Gold nuggets by turn; a turn with an empty nugget object is kept (with no nuggets) so it can be reported."""
+    path = Path(path)
+    data = _load_json(path, "nugget")
+    shape = 'expected {turn_id: {"[i]": {"text": str, "relevance": "1".."4"}}}'
+    if not isinstance(data, dict) or not data:
+        raise IkatError("a nugget file is a non-empty JSON object keyed by turn id", path=path, fix=shape)
+    nuggets: dict[str, list[Nugget]] = {}
+    for turn, items in data.items():
+        if not isinstance(items, dict):
+            raise IkatError(f"the nuggets of {turn} are a {type(items).__name__}, not an object", path=path,
+                            where=f"key {turn!r}", fix=shape)
+        nuggets[turn] = []
+        for key, item in items.items():
+            where = f"key {turn!r} -> {key!r}"
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise IkatError("a nugget needs a 'text' string", path=path, where=where, fix=shape)
+            try:
+                grade = int(item.get("relevance"))
+            except (TypeError, ValueError):
+                raise IkatError(f"relevance {item.get('relevance')!r} is not a grade", path=path, where=where,
+                                fix=shape) from None
+            if item["text"].strip():
+                nuggets[turn].append(Nugget(key, item["text"].strip(), grade))
+    return nuggets
+
+
+def load_passages(paths: list[str | Path] = (), index: str | Path | None = None):  # type: ignore[no-untyped-def]
+    """A ``texts(ids) -> {id: text}`` function over passages JSONL files or a Lucene index."""
+    if index is not None:
+        from ikatkit.index.lookup import check_index
+        from ikatkit.retrieve.bm25 import Bm25Searcher
+
+        return Bm25Searcher(str(check_index(index))).texts
+    from ikatkit.finetune.data import load_passage_texts
+
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise IkatError("passages file not found", path=path, fix="pass a passages JSONL, or --index")
+    texts = load_passage_texts(list(paths))
+    return lambda ids: {pid: texts[pid] for pid in ids if pid in texts}
