@@ -48,13 +48,18 @@ class OpenAILLM(LLM):
         """The server is part of the cache key: one model name can mean different models on different servers."""
         return {"base_url": self.where}
 
-    def _one(self, messages: Messages, params: dict[str, Any]) -> tuple[str, int, int]:
+    def _one(self, messages: Messages, params: dict[str, Any], seed: int | None) -> tuple[str, int, int]:
         errors = self.errors
+        sampling: dict[str, Any] = {}
+        if seed is not None:  # one request per candidate, each with its own seed (honoured by llama.cpp, vLLM)
+            sampling = {"seed": seed, "top_p": params["top_p"]}
+            if params["top_k"] > 0:  # not an OpenAI parameter: sent as an extra field compatible servers read
+                sampling["extra_body"] = {"top_k": params["top_k"]}
         for attempt in range(self.max_retries + 1):
             try:
                 reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
                                                             max_tokens=params["max_new_tokens"],
-                                                            temperature=params["temperature"])
+                                                            temperature=params["temperature"], **sampling)
                 usage = reply.usage
                 return ((reply.choices[0].message.content or "").strip(),
                         usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
@@ -76,6 +81,9 @@ class OpenAILLM(LLM):
                                 where=self.where, fix="check the model's context length and max_new_tokens") from None
         raise AssertionError("unreachable")
 
-    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
+    def _generate(self, batch: list[Messages], params: dict[str, Any],
+                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
+        """The rows concurrently (``max_concurrency`` requests at a time), one request per row."""
+        row_seeds = seeds if seeds is not None else [None] * len(batch)
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            return list(pool.map(lambda messages: self._one(messages, params), batch))
+            return list(pool.map(lambda row: self._one(row[0], params, row[1]), zip(batch, row_seeds)))

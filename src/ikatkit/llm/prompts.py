@@ -9,7 +9,8 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 
-TASKS = ("rtg_rewrite", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify")
+TASKS = ("rtg_rewrite", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify",
+         "promise_response", "refine_specificity", "refine_faithfulness", "refine_relevance")
 MAX_PASSAGE_WORDS = 200
 
 

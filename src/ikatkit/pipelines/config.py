@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +37,9 @@ def load_config(path: str | Path) -> RunConfig:
     path = Path(path)
     if not path.is_file():
         raise IkatError("config not found", path=path, fix="pass one of the files in configs/")
+    text = path.read_text(encoding="utf-8")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise IkatError(f"invalid TOML: {err}", path=path, fix="check the config's syntax") from None
     for key in ("name", "stages"):
@@ -52,8 +54,32 @@ def load_config(path: str | Path) -> RunConfig:
             if param in stage and stage[param] not in resources:
                 raise IkatError(f"{param} {stage[param]!r} is not a declared resource", path=path,
                                 where=f"stages[{i}]", fix=f"declare [resources.{stage[param]}]")
+        check = getattr(STAGES[stage["stage"]], "check", None)
+        if check is not None:
+            try:
+                check({k: v for k, v in stage.items() if k != "stage"})
+            except IkatError as err:
+                raise IkatError(err.message, path=path, where=stage_line(text, i, err.where or ""),
+                                fix=err.fix) from None
     return RunConfig(raw["name"], raw.get("run_type", "automatic"), resources, raw["stages"],
                      int(raw.get("batch_size", 16)), raw.get("team_id", ""), raw.get("description", ""), path, raw)
+
+
+def stage_line(text: str, index: int, key: str) -> str:
+    """``stages[i].key, line N``: the line of the config's ``index``-th ``[[stages]]`` table that names the most
+    parts of the dotted ``key`` (the first such line; the table's header when none does)."""
+    lines = text.splitlines()
+    starts = [n for n, line in enumerate(lines) if line.strip().startswith("[[stages]]")]
+    if index >= len(starts):
+        return f"stages[{index}].{key}"
+    end = next((n for n in starts if n > starts[index]), len(lines))
+    parts = [re.compile(rf"(?<![\w-]){re.escape(p)}(?![\w-])") for p in key.split(".") if p]
+    best, found = starts[index], 0
+    for n in range(starts[index] + 1, end):
+        hits = sum(bool(p.search(lines[n].split("#")[0])) for p in parts)
+        if hits > found:
+            best, found = n, hits
+    return f"stages[{index}].{key}, line {best + 1}"
 
 
 class Resources:

@@ -33,6 +33,7 @@ class TurnRecord:
     response: str = ""
     passage_texts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    refinement: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

@@ -24,6 +24,7 @@ from ikatkit.errors import IkatError
 from ikatkit.paths import cache_root
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
 from ikatkit.pipelines.record import TurnRecord, records_for
+from ikatkit.pipelines.refine import refinement_summary
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
 from ikatkit.topics import Topics, load_topics
 
@@ -201,6 +202,7 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "seconds_per_stage": {k: round(v, 3) for k, v in seconds.items()},
         "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
         "batches_run_now": done_now, "resource_stats": resources.stats, "notes": notes, "valid": valid,
+        "refinement": refinement_summary(records, seconds.get("refine_response")),
         "versions": _versions(), "python": platform.python_version(),
     }
     manifest_file = out / "manifest.json"
