@@ -174,7 +174,7 @@ class RefineResponse:
         passages = [[r.passage_texts.get(pid, "") for pid in r.used] for r in records]
         history = [" ".join([u for u, _ in r.history] + [r.utterance]) for r in records]
         traces = [{"plain": r.response, "candidates": [], "rounds": [], "llm_calls": 0, "empty_outputs": 0,
-                   "best": None, "iterations": 0, "stopped": ""} for r in records]
+                   "initial": None, "best": None, "iterations": 0, "stopped": ""} for r in records]
         initial = self.llm.sample([render("promise_response", **v) for v in context], self.n,
                                   seed=self.seed * 1000, **self.sampling)
         self._add(traces, passages, history, [(i, 0, None, s, text) for i, outputs in enumerate(initial)
@@ -271,7 +271,7 @@ def refinement_summary(records: Sequence[TurnRecord], seconds: float | None) -> 
             "llm_calls": sum(t["llm_calls"] for t in traces),
             "llm_calls_per_turn": round(sum(t["llm_calls"] for t in traces) / len(traces), 4),
             "empty_outputs": sum(t["empty_outputs"] for t in traces),
-            "final_differs_from_initial": sum(t["best"] != t.get("initial") for t in traces),
+            "final_differs_from_initial": sum(t["best"] != t["initial"] for t in traces),
             "stopped": {reason: sum(t["stopped"] == reason for t in traces)
                         for reason in sorted({t["stopped"] for t in traces})},
             "seconds": round(seconds, 3) if seconds is not None else None}
