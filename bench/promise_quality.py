@@ -5,6 +5,11 @@ K-Precision against the used passages — with paired t-tests (final vs initial,
 and the refinement counts. Reads the run's checkpoints; the canonical responses come from the topics.
 
     python bench/promise_quality.py RUN_DIR --topics test_topics.json [--json out.json]
+    python bench/promise_quality.py TRAIN_RUN_DIR --thresholds   # medians of the initial responses' proxy scores
+
+``--thresholds`` reads a run on the train topics (``iterations = 0`` is enough) and prints, per proxy metric, the
+median score of the initial best-of-N responses: thresholds at which each metric alone sends about half the turns
+to refinement (the seed paper's appendix B frames thresholds as control of the refinement rate).
 """
 
 from __future__ import annotations
@@ -66,6 +71,15 @@ def measure(run_dir: Path, topics_path: Path) -> dict[str, Any]:
     }
 
 
+def thresholds(run_dir: Path) -> dict[str, float]:
+    """Per proxy metric, the median of the initial responses' scores over the run's turns."""
+    import statistics
+
+    scores = [r.refinement["candidates"][r.refinement["initial"]]["scores"] for r in records(run_dir)
+              if r.refinement and r.refinement["initial"] is not None]
+    return {m: round(statistics.median(s[m] for s in scores), 4) for m in scores[0]} if scores else {}
+
+
 def table(result: dict[str, Any]) -> str:
     measures = list(result["means"]["final"])
     lines = ["| response | " + " | ".join(measures) + " |", "|---" * (len(measures) + 1) + "|"]
@@ -79,9 +93,15 @@ def table(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--topics", type=Path, required=True)
+    parser.add_argument("--topics", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--thresholds", action="store_true", help="print the median initial proxy scores")
     args = parser.parse_args()
+    if args.thresholds:
+        print(json.dumps({"turns": len(records(args.run_dir)), "median_initial_scores": thresholds(args.run_dir)}))
+        return
+    if args.topics is None:
+        parser.error("--topics is required to score against the canonical responses")
     result = measure(args.run_dir, args.topics)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
