@@ -163,7 +163,7 @@ def test_bad_config_names_the_line(tmp_path):
     text = open("configs/rtg_promise.toml", encoding="utf-8").read()
     assert load_config("configs/rtg_promise.toml").stages[-1]["n"] == 3
     path = tmp_path / "bad.toml"
-    path.write_text(text.replace("rougeL_passages = { threshold = 0.15", "rougeL_passages = { threshold = 2.0"))
+    path.write_text(text.replace("rougeL_passages = { threshold = 0.06", "rougeL_passages = { threshold = 2.0"))
     line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if "threshold = 2.0" in t)
     with pytest.raises(IkatError) as err:
         load_config(path)
@@ -254,3 +254,94 @@ def test_openai_backend_sends_one_seeded_request_per_candidate(monkeypatch, tmp_
         assert make_llm({**config, "top_p": 0.8}).sample([question], 1)[0][0] != first[0] and len(bodies) == 4
     finally:
         server.shutdown()
+
+
+# -- a real run: bundled SmolLM2 over real 2023 turns and the 894-passage index ------------------------------
+
+E2E = """name = "promise-e2e"
+batch_size = 3
+
+[resources.llm]
+kind = "llm"
+backend = "transformers"
+model = "bundled:smollm2"
+max_new_tokens = 16
+
+[resources.bm25]
+kind = "bm25"
+
+[[stages]]
+stage = "raw_query"
+
+[[stages]]
+stage = "retrieve"
+k = 20
+expand_ptkb = false
+
+[[stages]]
+stage = "respond"
+task = "extractive"
+passages = 2
+
+[[stages]]
+stage = "refine_response"
+n = 2
+iterations = 1
+seed = 5
+metrics = { rouge1_recall_passages = { threshold = 0.9 }, rougeL_passages = { threshold = 0.3 }, rougeL_history = { threshold = 0.05 } }
+"""
+
+
+@pytest.fixture(scope="module")
+def e2e_inputs(ikat2023, passages_index, tmp_path_factory):
+    """The config above and the first three turns of test conversation 9-1 as a topics file."""
+    folder = tmp_path_factory.mktemp("promise")
+    (folder / "config.toml").write_text(E2E, encoding="utf-8")
+    conversation = next(c for c in json.loads((ikat2023 / "test_topics.json").read_text()) if c["number"] == "9-1")
+    conversation["turns"] = conversation["turns"][:3]
+    (folder / "topics.json").write_text(json.dumps([conversation]), encoding="utf-8")
+    return folder / "config.toml", folder / "topics.json", passages_index
+
+
+def test_real_run_is_deterministic_and_resumes_mid_refinement(e2e_inputs, tmp_path, monkeypatch):
+    from ikatkit.pipelines import run_pipeline
+
+    config, topics, index = e2e_inputs
+    whole = run_pipeline(config, topics, tmp_path / "whole", index=index, cache_dir=tmp_path / "cache-a")
+    assert whole.valid and len(whole.records) == 3
+    stage = RefineResponse(None, n=2, iterations=1, metrics={"rouge1_recall_passages": {"threshold": 0.9},
+                                                             "rougeL_passages": {"threshold": 0.3},
+                                                             "rougeL_history": {"threshold": 0.05}})
+    for r in whole.records:
+        t = r.refinement
+        assert r.response == t["candidates"][t["best"]]["text"] and r.response.strip()
+        assert t["plain"] == " ".join(r.passage_texts[r.used[0]].split()[:250])  # the extractive response
+        assert t["llm_calls"] == 2 + 3 * t["iterations"] and len(t["candidates"]) == t["llm_calls"] - t["empty_outputs"]
+        passages = [r.passage_texts[p] for p in r.used]
+        history = " ".join([u for u, _ in r.history] + [r.utterance])
+        for candidate in t["candidates"]:  # the trace's scores are the proxy metrics of its texts
+            assert candidate["scores"] == stage.score([candidate["text"]], [passages], [history])[0]
+        initial = t["candidates"][t["initial"]]["scores"]
+        assert (t["stopped"] == "initial response sufficient") == stage.sufficient(initial)
+    summary = json.loads(whole.manifest_file.read_text())["refinement"]
+    assert summary["turns"] == 3 and summary["llm_calls"] == sum(r.refinement["llm_calls"] for r in whole.records)
+    assert summary["seconds"] > 0 and summary["turns_refined"] == sum(r.refinement["iterations"] > 0
+                                                                      for r in whole.records)
+
+    calls = {"n": 0}
+    real_sample = LLM.sample
+
+    def killed_in_round_one(self: LLM, batch: Any, n: int, **overrides: Any) -> Any:
+        if overrides.get("seed") == 5001:  # the first refinement round: the initial samples are cached by now
+            calls["n"] += 1
+            raise KeyboardInterrupt
+        return real_sample(self, batch, n, **overrides)
+
+    monkeypatch.setattr(LLM, "sample", killed_in_round_one)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(config, topics, tmp_path / "killed", index=index, cache_dir=tmp_path / "cache-b")
+    monkeypatch.setattr(LLM, "sample", real_sample)
+    assert calls["n"] == 1 and not list((tmp_path / "killed" / "checkpoints").glob("batch-*"))
+    resumed = run_pipeline(config, topics, tmp_path / "killed", index=index, cache_dir=tmp_path / "cache-b")
+    assert resumed.run_file.read_bytes() == whole.run_file.read_bytes()  # another cache, a kill: the same run
+    assert [r.to_json() for r in resumed.records] == [r.to_json() for r in whole.records]
