@@ -20,7 +20,8 @@ class Counting(LLM):
         super().__init__(model, **options)
         self.generated = 0
 
-    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
+    def _generate(self, batch: list[Messages], params: dict[str, Any],
+                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
         self.generated += len(batch)
         return [(f"output {self.generated}", 1, 1) for _ in batch]
 
@@ -28,8 +29,9 @@ class Counting(LLM):
 def test_greedy_keys_ignore_sampling_parameters_and_keep_old_entries(tmp_path):
     llm = Counting("m", cache_dir=str(tmp_path))
     key = llm._key(QUESTION, llm.params)
-    for change in ({"top_p": 0.5}, {"seed": 7}, {"sample": 3}):
+    for change in ({"top_p": 0.5}, {"top_k": 5}, {"seed": 7}):
         assert llm._key(QUESTION, {**llm.params, **change}) == key  # greedy: one output whatever they are
+    assert llm._key(QUESTION, llm.params, 3) == key  # and whatever the sample index
     from ikatkit.llm.cache import cache_key
 
     before = cache_key(backend="counting", model="m", adapter=None, options={}, messages=QUESTION,
@@ -40,11 +42,12 @@ def test_greedy_keys_ignore_sampling_parameters_and_keep_old_entries(tmp_path):
 def test_sampled_keys_cover_top_p_seed_and_sample_index(tmp_path):
     llm = Counting("m", temperature=0.7, cache_dir=str(tmp_path))
     keys = {llm._key(QUESTION, {**llm.params, **change})
-            for change in ({}, {"top_p": 0.5}, {"seed": 7}, {"sample": 1}, {"temperature": 0.8})}
-    assert len(keys) == 5
-    assert llm.samples([QUESTION], 3) == [["output 1", "output 2", "output 3"]]
+            for change in ({}, {"top_p": 0.5}, {"top_k": 5}, {"seed": 7}, {"temperature": 0.8})}
+    keys.add(llm._key(QUESTION, llm.params, 1))
+    assert len(keys) == 6
+    assert llm.sample([QUESTION], 3) == [["output 3", "output 3", "output 3"]]  # one batch of 3 rows
     assert len(list(tmp_path.rglob("*.json"))) == 3  # n samples are n entries
-    assert llm.samples([QUESTION], 3) == [["output 1", "output 2", "output 3"]] and llm.generated == 3
+    assert llm.sample([QUESTION], 3) == [["output 3", "output 3", "output 3"]] and llm.generated == 3
 
 
 def test_adapter_keys_follow_its_content_not_its_path(tmp_path):

@@ -34,8 +34,8 @@ def _options(cls: type[LLM]) -> set[str]:
 def make_llm(config: dict[str, Any]) -> LLM:
     """An LLM from a config: ``backend`` (transformers | openai), ``model`` and the backend's options.
 
-    Shared options: adapter, max_new_tokens (128), temperature (0 = greedy), top_p (1.0) and seed (0) when
-    sampling, cache_dir. transformers:
+    Shared options: adapter, max_new_tokens (128), temperature (0 = greedy), top_k (0 = off), top_p (1 = off),
+    seed (of sampled candidates), cache_dir. transformers:
     gguf_file, quantization (4bit | 8bit, GPU only), batch_size. openai: base_url, max_concurrency,
     max_retries, timeout (the client's own retries and per-request limit); the key only from OPENAI_API_KEY.
     """

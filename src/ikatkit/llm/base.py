@@ -12,8 +12,8 @@ from ikatkit.errors import IkatError
 from ikatkit.llm.cache import DiskCache, cache_key
 
 Messages = list[dict[str, str]]
-GENERATION_PARAMETERS = ("max_new_tokens", "temperature", "top_p", "seed", "sample", "stop")
-SAMPLING_PARAMETERS = ("top_p", "seed", "sample")  # matter only when sampling (temperature > 0)
+GENERATION_PARAMETERS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop")
+SAMPLING_PARAMETERS = ("top_k", "top_p", "seed")
 log = logging.getLogger(__name__)
 
 
@@ -26,21 +26,25 @@ def cut_at_stop(text: str, stop: list[str] | tuple[str, ...]) -> str:
 class LLM:
     """``chat(batch)`` answers a batch of conversations (OpenAI-style messages), one string each.
 
-    Outputs are cached on disk under a key of everything that determines them (backend, model, the adapter's
-    content, ``identity()``, messages, generation parameters; when sampling also ``top_p``, ``seed`` and the
-    sample index, so n samples are n entries); ``stats`` counts hits, misses, tokens, generation
-    seconds and parse fallbacks. Subclasses implement ``_generate(batch, params)`` returning
-    ``[(text, prompt_tokens, completion_tokens)]``.
+    ``sample(batch, n)`` draws ``n`` candidates per conversation (temperature > 0, with ``top_k`` / ``top_p``):
+    candidate ``i`` of a prompt gets its own random seed, derived from its cache key (which holds ``seed`` and
+    ``i``), so it is the same whatever else is in the batch, on a rerun, and after a resume.
+
+    Outputs are cached on disk under a key of everything that determines them (backend, model, adapter,
+    ``identity()``, messages, generation parameters, sample index); ``stats`` counts hits, misses, tokens,
+    generation seconds and parse fallbacks. Subclasses implement ``_generate(batch, params)`` returning
+    ``[(text, prompt_tokens, completion_tokens)]``; when sampling they get ``seeds=`` too, one per row.
     """
 
     backend = "base"
 
     def __init__(self, model: str, *, adapter: str | None = None, max_new_tokens: int = 128,
-                 temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, cache_dir: str | None = None) -> None:
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 cache_dir: str | None = None) -> None:
         self.model, self.adapter = model, adapter
         self.adapter_id = f"sha256:{tree_digest(adapter)}" if adapter and Path(adapter).exists() else adapter
         self.params: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "temperature": float(temperature),
-                                       "top_p": float(top_p), "seed": int(seed), "sample": 0}
+                                       "top_k": int(top_k), "top_p": float(top_p), "seed": int(seed)}
         self.cache = DiskCache(cache_dir) if cache_dir else None
         self.stats: dict[str, float] = {"calls": 0, "hits": 0, "misses": 0, "prompt_tokens": 0,
                                         "completion_tokens": 0, "generate_seconds": 0.0, "parse_fallbacks": 0}
@@ -49,54 +53,63 @@ class LLM:
         """Backend options that change outputs (quantization, GGUF file, ...): part of the cache key."""
         return {}
 
-    def _key(self, messages: Messages, params: dict[str, Any]) -> str:
-        if params["temperature"] <= 0:  # greedy: one output whatever the sampling parameters
+    def _key(self, messages: Messages, params: dict[str, Any], sample: int = 0) -> str:
+        """The cache key of one candidate. Greedy decoding (temperature 0) ignores the sampling parameters, so
+        they and the sample index stay out of its key; a sampled candidate's key holds all of them."""
+        if params["temperature"] <= 0:
             params = {k: v for k, v in params.items() if k not in SAMPLING_PARAMETERS}
+            return cache_key(backend=self.backend, model=self.model, adapter=self.adapter_id, options=self.identity(),
+                             messages=messages, params=params)
         return cache_key(backend=self.backend, model=self.model, adapter=self.adapter_id, options=self.identity(),
-                         messages=messages, params=params)
+                         messages=messages, params=params, sample=sample)
 
     def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
         raise NotImplementedError
 
-    def samples(self, batch: list[Messages], n: int, **overrides: Any) -> list[list[str]]:
-        """``n`` replies per conversation (samples 0 .. n-1, each cached on its own)."""
-        replies = [self.chat(batch, **overrides, sample=i) for i in range(n)]
-        return [list(row) for row in zip(*replies)]
-
     def chat(self, batch: list[Messages], **overrides: Any) -> list[str]:
-        """One reply per conversation; ``overrides`` (max_new_tokens, temperature, top_p, seed, sample: the
-        sample index; stop) apply to this call only.
+        """One reply per conversation; ``overrides`` (max_new_tokens, temperature, top_k, top_p, seed, stop) apply
+        to this call only. ``stop``: strings that end generation; the reply is cut before the first of them, by
+        every backend."""
+        return [replies[0] for replies in self.sample(batch, 1, **overrides)]
 
-        ``stop``: strings that end generation; the reply is cut before the first of them, by every backend."""
+    def sample(self, batch: list[Messages], n: int, **overrides: Any) -> list[list[str]]:
+        """``n`` replies per conversation (``n`` > 1 needs temperature > 0), all rows generated as one batch."""
         unknown = sorted(set(overrides) - set(GENERATION_PARAMETERS))
         if unknown:
             raise IkatError(f"unknown generation parameter(s) {unknown}", where="LLM.chat",
                             fix=f"use only {GENERATION_PARAMETERS}")
         params = {**self.params, **{k: v for k, v in overrides.items() if k != "stop" or v}}
-        keys = [self._key(m, params) for m in batch]
+        sampling = params["temperature"] > 0
+        if n < 1 or (n > 1 and not sampling):
+            raise IkatError(f"{n} samples per prompt at temperature {params['temperature']}", where="LLM.sample",
+                            fix="ask for n >= 1, and set temperature > 0 for n > 1")
+        rows = [(b, i) for b in range(len(batch)) for i in range(n)]
+        keys = [self._key(batch[b], params, i) for b, i in rows]
         outputs: dict[int, str] = {}
         todo: list[int] = []
-        for i, key in enumerate(keys):
+        for r, key in enumerate(keys):
             cached = self.cache.get(key) if self.cache else None
             if cached is not None:
-                outputs[i] = cached["text"]
+                outputs[r] = cached["text"]
             else:
-                todo.append(i)
-        self.stats["calls"] += len(batch)
-        self.stats["hits"] += len(batch) - len(todo)
+                todo.append(r)
+        self.stats["calls"] += len(rows)
+        self.stats["hits"] += len(rows) - len(todo)
         self.stats["misses"] += len(todo)
         if todo:
             start = time.perf_counter()
-            generated = self._generate([batch[i] for i in todo], params)
+            prompts = [batch[rows[r][0]] for r in todo]
+            generated = (self._generate(prompts, params, seeds=[int(keys[r][:7], 16) for r in todo]) if sampling
+                         else self._generate(prompts, params))
             self.stats["generate_seconds"] += time.perf_counter() - start
-            for i, (text, prompt_tokens, completion_tokens) in zip(todo, generated):
-                text = outputs[i] = cut_at_stop(text, params.get("stop", ()))
+            for r, (text, prompt_tokens, completion_tokens) in zip(todo, generated):
+                text = outputs[r] = cut_at_stop(text, params.get("stop", ()))
                 self.stats["prompt_tokens"] += prompt_tokens
                 self.stats["completion_tokens"] += completion_tokens
                 if self.cache:
-                    self.cache.put(keys[i], {"text": text, "prompt_tokens": prompt_tokens,
+                    self.cache.put(keys[r], {"text": text, "prompt_tokens": prompt_tokens,
                                              "completion_tokens": completion_tokens})
-        return [outputs[i] for i in range(len(batch))]
+        return [[outputs[b * n + i] for i in range(n)] for b in range(len(batch))]
 
     def count_fallback(self, what: str = "empty LLM output: raw utterance used") -> None:
         """Count (and log) one parse fallback; the count is ``stats["parse_fallbacks"]``."""

@@ -84,7 +84,7 @@ class StopInReply:
 
 
 class TransformersLLM(LLM):
-    """Batched generation (left padding, greedy unless temperature > 0) with the model's chat template."""
+    """Batched generation (left padding; greedy, or seeded sampling per row) with the model's chat template."""
 
     backend = "transformers"
 
@@ -101,28 +101,56 @@ class TransformersLLM(LLM):
     def prompt_text(self, messages: Messages) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
+    def _generate(self, batch: list[Messages], params: dict[str, Any],
+                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
         import torch
+        from transformers import LogitsProcessorList
 
-        temperature = params["temperature"]
-        sampling = {"do_sample": True, "temperature": temperature, "top_p": params["top_p"]} if temperature > 0 else {
-            "do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-        if temperature > 0:  # sample i of seed s draws from its own generator state
-            torch.manual_seed(params["seed"] * 1_000_003 + params["sample"])
+        greedy = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         results: list[tuple[str, int, int]] = []
         for start in range(0, len(batch), self.batch_size):
             texts = [self.prompt_text(m) for m in batch[start: start + self.batch_size]]
             inputs = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             inputs = inputs.to(self.network.device)
+            processors = LogitsProcessorList(
+                [SeededSampler(params, seeds[start: start + self.batch_size])] if seeds is not None else [])
             with torch.no_grad():
                 width = inputs["input_ids"].shape[1]
                 stop = {"stopping_criteria": [StopInReply(self.tokenizer, params["stop"], width)]} \
                     if params.get("stop") else {}
                 output = self.network.generate(**inputs, max_new_tokens=params["max_new_tokens"],
-                                               pad_token_id=self.tokenizer.pad_token_id, **sampling, **stop)
+                                               pad_token_id=self.tokenizer.pad_token_id,
+                                               logits_processor=processors, **greedy, **stop)
             for row, mask in zip(output, inputs["attention_mask"]):
                 new = row[width:]
                 new = new[new != self.tokenizer.pad_token_id]
                 results.append((self.tokenizer.decode(new, skip_special_tokens=True).strip(),
                                 int(mask.sum()), int(len(new))))
         return results
+
+
+class SeededSampler:
+    """Sampling with one random generator per row: temperature, top-k and top-p (transformers' warpers), then
+    Gumbel noise from the row's own generator, so that the argmax (greedy search) is a sample of the warped
+    distribution (the Gumbel-max trick) that depends on the row's seed and step only, never on the other rows."""
+
+    def __init__(self, params: dict[str, Any], seeds: list[int]) -> None:
+        import torch
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.warpers: list[Any] = [TemperatureLogitsWarper(params["temperature"])]
+        if params["top_k"] > 0:
+            self.warpers.append(TopKLogitsWarper(params["top_k"]))
+        if params["top_p"] < 1:
+            self.warpers.append(TopPLogitsWarper(params["top_p"]))
+        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        scores = scores.float()
+        for warper in self.warpers:
+            scores = warper(input_ids, scores)
+        uniform = torch.stack([torch.rand(scores.shape[1], generator=g) for g in self.generators])
+        gumbel = -torch.log(-torch.log(uniform.clamp(1e-20, 1 - 1e-7)))
+        return scores + gumbel.to(scores.device)

@@ -46,21 +46,19 @@ class OpenAILLM(LLM):
         """The server is part of the cache key: one model name can mean different models on different servers."""
         return {"base_url": self.where}
 
-    @staticmethod
-    def _sampling(params: dict[str, Any]) -> dict[str, Any]:
-        """top_p and a seed per sample when sampling (servers that ignore the seed still vary the samples)."""
-        if params["temperature"] <= 0:
-            return {}
-        return {"top_p": params["top_p"], "seed": params["seed"] * 1_000_003 + params["sample"]}
-
-    def _one(self, messages: Messages, params: dict[str, Any]) -> tuple[str, int, int]:
+    def _one(self, messages: Messages, params: dict[str, Any], seed: int | None) -> tuple[str, int, int]:
         errors = self.errors
         stop = {"stop": list(params["stop"])[:4]} if params.get("stop") else {}  # the API takes up to 4
+        sampling: dict[str, Any] = {}
+        if seed is not None:  # one request per candidate, each with its own seed (honoured by llama.cpp, vLLM)
+            sampling = {"seed": seed, "top_p": params["top_p"]}
+            if params["top_k"] > 0:  # not an OpenAI parameter: sent as an extra field compatible servers read
+                sampling["extra_body"] = {"top_k": params["top_k"]}
         try:
             reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
                                                         max_tokens=params["max_new_tokens"],
                                                         temperature=params["temperature"],
-                                                        **self._sampling(params), **stop)
+                                                        **sampling, **stop)
         except (errors.AuthenticationError, errors.PermissionDeniedError) as err:
             raise IkatError(f"the server refused the API key (HTTP {err.status_code})", where=self.where,
                             fix="check OPENAI_API_KEY") from None
@@ -77,6 +75,9 @@ class OpenAILLM(LLM):
         return ((reply.choices[0].message.content or "").strip(),
                 usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
 
-    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
+    def _generate(self, batch: list[Messages], params: dict[str, Any],
+                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
+        """The rows concurrently (``max_concurrency`` requests at a time), one request per row."""
+        row_seeds = seeds if seeds is not None else [None] * len(batch)
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            return list(pool.map(lambda messages: self._one(messages, params), batch))
+            return list(pool.map(lambda row: self._one(row[0], params, row[1]), zip(batch, row_seeds)))

@@ -8,6 +8,7 @@ stage will use, and the stage order against the stages' ``requires``/``provides`
 from __future__ import annotations
 
 import inspect
+import re
 import tomllib
 import types
 import typing
@@ -48,8 +49,9 @@ def load_config(path: str | Path) -> RunConfig:
     path = Path(path)
     if not path.is_file():
         raise IkatError("config not found", path=path, fix="pass one of the files in configs/")
+    text = path.read_text(encoding="utf-8")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise IkatError(f"invalid TOML: {err}", path=path, fix="check the config's syntax") from None
     for key in ("name", "stages"):
@@ -83,7 +85,8 @@ def load_config(path: str | Path) -> RunConfig:
             try:
                 cls.check(options, run_type)
             except IkatError as err:
-                raise IkatError(err.message, path=path, where=f"{where} ({cls.name})", fix=err.fix) from None
+                raise IkatError(err.message, path=path, where=f"{stage_line(text, i, err.where or '')} ({cls.name})",
+                                fix=err.fix) from None
         classes.append(cls)
     check_order(classes, path)
     return RunConfig(raw["name"], run_type, resources, raw["stages"], raw.get("batch_size", 16),
@@ -223,6 +226,24 @@ def check_order(classes: list[type], path: Path | None = None) -> None:
         available.update(cls.provides)
         if not several:
             available.update(getattr(cls, "single_list_provides", ()))
+
+
+def stage_line(text: str, index: int, key: str) -> str:
+    """``stages[i].key, line N``: the line of the config's ``index``-th ``[[stages]]`` table that names the most
+    parts of the dotted ``key`` (the first such line; the table's header when none does)."""
+    lines = text.splitlines()
+    starts = [n for n, line in enumerate(lines) if line.strip().startswith("[[stages]]")]
+    label = f"stages[{index}]" + (f".{key}" if key else "")
+    if index >= len(starts):
+        return label
+    end = next((n for n in starts if n > starts[index]), len(lines))
+    parts = [re.compile(rf"(?<![\w-]){re.escape(p)}(?![\w-])") for p in key.split(".") if p]
+    best, found = starts[index], 0
+    for n in range(starts[index] + 1, end):
+        hits = sum(bool(p.search(lines[n].split("#")[0])) for p in parts)
+        if hits > found:
+            best, found = n, hits
+    return f"{label}, line {best + 1}"
 
 
 class Resources:

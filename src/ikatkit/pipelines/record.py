@@ -43,6 +43,7 @@ class TurnRecord:
     history_provenance: list[list[str]] = field(default_factory=list)
     context_ids: list[str] | None = None
     context_trace: dict[str, Any] = field(default_factory=dict)
+    refinement: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

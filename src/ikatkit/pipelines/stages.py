@@ -399,6 +399,8 @@ class Respond:
         return records
 
 
+from ikatkit.pipelines.refine import RefineResponse  # noqa: E402  (a stage in its own module)
+
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
                                                      ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
-                                                     GenerateQueries, Respond, SelectContext, ContextQuery)}
+                                                     GenerateQueries, Respond, SelectContext, ContextQuery, RefineResponse)}
