@@ -185,6 +185,21 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"],
                    help="sentence splitter for ClueWeb22 records (official ids need spaCy en_core_web_sm)")
     b.add_argument("--heap", default="4g", help="Java heap for Anserini")
+    pt = isub.add_parser("partition", help="split an index or collection into M Lucene indexes (M-RAG partitions)")
+    pt.add_argument("source", help="an index of `index build`, or collection files/folder (read as `index build` does)")
+    pt.add_argument("--strategy", required=True, choices=["random", "cluster", "graph", "category"],
+                    help="random: LSH over MiniLM embeddings; cluster: k-means (faiss); graph: spectral clustering "
+                         "of the kNN graph; category: a record field (--field)")
+    pt.add_argument("--partitions", type=int, required=True, help="M, the number of partitions")
+    pt.add_argument("--out", required=True, help="folder of part-NNN indexes and partitions.json (resumable)")
+    pt.add_argument("--seed", type=int, default=0)
+    pt.add_argument("--field", help="category strategy: the record field (url: the URL's host)")
+    pt.add_argument("--pattern", help="category strategy: a regex whose first group is the category, "
+                                      "e.g. --field id --pattern '^clueweb22-(en\\d+)'")
+    pt.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
+    pt.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"])
+    pt.add_argument("--model", default="bundled:minilm", help="sentence-transformers embedding model")
+    pt.add_argument("--threads", type=int, help="Anserini threads per partition index")
     s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
     s.add_argument("index")
     g = isub.add_parser("get", help="print a passage's stored text")
@@ -198,6 +213,12 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
         if args.index_command == "build":
             build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
                         splitter=args.splitter, heap=args.heap, segmenter=args.segmenter)
+        elif args.index_command == "partition":
+            from ikatkit.partition.build import partition_index
+
+            partition_index(args.source, args.out, args.strategy, args.partitions, seed=args.seed, field=args.field,
+                            pattern=args.pattern, fmt=args.format, splitter=args.splitter, model=args.model,
+                            threads=args.threads)
         elif args.index_command == "stats":
             print(json.dumps(lookup.stats(args.index), indent=2))
         else:

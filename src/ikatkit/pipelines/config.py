@@ -12,7 +12,7 @@ from ikatkit.errors import IkatError
 from ikatkit.pipelines.stages import STAGES, Stage
 
 RANKER_KINDS = ("bi-encoder", "cross-encoder")
-PARAM_KINDS = {"llm": ("llm",), "ranker": RANKER_KINDS, "searcher": ("bm25",)}
+PARAM_KINDS = {"llm": ("llm",), "ranker": RANKER_KINDS, "searcher": ("bm25", "partitioned-bm25")}
 RESOURCE_PARAMS = tuple(PARAM_KINDS)
 
 
@@ -97,8 +97,16 @@ class Resources:
             if self.index is None:
                 raise IkatError("this config retrieves but no index was given", fix="pass --index DIR")
             return Bm25Searcher(self.index, **spec)
+        if kind == "partitioned-bm25":  # ``partitions`` = the folder of `ikatkit index partition`, else --index
+            from ikatkit.partition.search import PartitionedSearcher
+
+            folder = spec.pop("partitions", None) or self.index
+            if folder is None:
+                raise IkatError(f"resource {name!r} names no partitions folder", path=self.config.path,
+                                fix="add partitions = \"DIR\" or pass --index DIR")
+            return PartitionedSearcher(folder, **spec)
         raise IkatError(f"resource {name!r} has unknown kind {kind!r}", path=self.config.path,
-                        fix="use kind = llm, bm25, bi-encoder or cross-encoder")
+                        fix="use kind = llm, bm25, partitioned-bm25, bi-encoder or cross-encoder")
 
     @property
     def stats(self) -> dict[str, Any]:
