@@ -191,3 +191,70 @@ def test_cluster_partitions_of_a_collection_carry_minilm_centroids(passages_json
         mean = model.encode([texts[pid] for pid in ids], normalize_embeddings=True).mean(axis=0)
         assert np.allclose(manifest["centroids"][number], mean / np.linalg.norm(mean), atol=1e-4)
     assert manifest["embedding"] == {"model": "bundled:minilm", "dimension": 384, "normalized": True}
+
+
+def _bandit(seed, count=300, m=3, width=4):
+    """States whose feature 2 marks the rewarded partition (reward 1 there, 0.1 elsewhere)."""
+    rng = np.random.default_rng(seed)
+    states = rng.uniform(0, 0.5, (count, m, width)).astype(np.float32)
+    best = rng.integers(m, size=count)
+    states[np.arange(count), best, 2] += 0.5
+    rewards = np.full((count, m), 0.1, dtype=np.float32)
+    rewards[np.arange(count), best] = 1.0
+    return states, rewards, best
+
+
+def test_dqn_is_deterministic_given_a_seed_and_learns_the_rewarded_partition():
+    import torch
+
+    from ikatkit.partition.selector import Policy, train_dqn
+
+    states, rewards, _ = _bandit(0)
+    first, again, other = (train_dqn(states, rewards, seed, episodes=8000) for seed in (7, 7, 8))
+    assert all(torch.equal(first[name], again[name]) for name in first)
+    assert not all(torch.equal(first[name], other[name]) for name in first)
+    policy = Policy(first, 3, ["a", "b", "c", "d"], "fingerprint")
+    held, _, best = _bandit(1)
+    assert np.mean([policy.choose(state) == b for state, b in zip(held, best)]) >= 0.9
+
+
+def test_selector_stage_retrieves_from_agent_s_choice_and_the_policy_refuses_other_partitions(
+        category_parts, ikat2023, tmp_path):
+    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.partition.selector import Policy, judged_turns, train_selector
+    from ikatkit.pipelines.record import TurnRecord, records_for
+    from ikatkit.pipelines.stages import STAGES, Retrieve
+    from ikatkit.rank import make_ranker
+    from ikatkit.topics import load_topics
+
+    train = load_topics(ikat2023 / "train_topics.json")
+    judged = judged_turns(train, None, provenance=True)
+    assert len(judged) == 76 and all(  # 76 of the 95 train turns cite passages
+        set(rels.values()) == {2} for rels in judged.values())
+    queries = {qid: text for qid, text in train.queries("manual").items() if qid in list(judged)[:24]}
+    searcher = PartitionedSearcher(category_parts)
+    encoder = make_ranker("bi-encoder", "bundled:minilm")
+    policy_file = tmp_path / "agent-s.pt"
+    trained = train_selector(category_parts, queries, judged, encoder.encode, policy_file, seed=0, episodes=2000,
+                             top=2, searcher=searcher)
+    assert trained.meta["turns"] == list(queries) and trained.features == [
+        "log_bm25_top", "bm25_top_ratio", "best_cosine", "mean_cosine"]
+
+    stage = STAGES["select_partition"](searcher, encoder, str(policy_file), top=2)
+    assert stage.requires == ("query",) and stage.provides == ("partitions",)
+    records = [r for r in records_for(train) if r.qid in queries][:6]
+    for record in records:
+        record.query = queries[record.qid]
+    stage.transform(records)
+    assert all(len(r.partitions) == 1 and 0 <= r.partitions[0] < 3 for r in records)
+    Retrieve(searcher, k=20, expand_ptkb=False).transform(records)
+    for record in records:
+        members = set(_ids(category_parts / f"part-{record.partitions[0]:03d}"))
+        assert record.ranking and {pid for pid, _ in record.ranking} <= members
+        assert TurnRecord.from_json(json.loads(json.dumps(record.to_json()))).partitions == record.partitions
+
+    other = dict(searcher.manifest, fingerprint="0" * 64)
+    with pytest.raises(IkatError, match="trained on other partitions"):
+        Policy.load(policy_file, other)
+    with pytest.raises(IkatError, match="no centroids"):
+        STAGES["select_partition"](searcher, encoder, method="centroid")

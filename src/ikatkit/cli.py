@@ -358,8 +358,47 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune,
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_partition,
                                                              _add_demo]
+
+
+def _add_partition(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("partition", help="M-RAG partition selection (Agent-S) over `index partition` partitions")
+    psub = p.add_subparsers(dest="partition_command", required=True)
+    t = psub.add_parser("train-selector", help="train Agent-S (DQN, reward nDCG@3) on judged turns; saves the policy")
+    t.add_argument("partitions", help="folder of `ikatkit index partition`")
+    t.add_argument("--topics", required=True, nargs="+", help="topic files of the training turns")
+    t.add_argument("--qrels", help="TREC qrels of those turns")
+    t.add_argument("--provenance", action="store_true",
+                   help="turns the qrels lack: their response_provenance passages count as relevant (grade 2)")
+    t.add_argument("--queries", choices=["raw", "manual"], default="raw", help="raw or resolved utterances")
+    t.add_argument("--model", default="bundled:minilm", help="bi-encoder for the state's cosines")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--episodes", type=int, default=20000)
+    t.add_argument("--out", required=True, help="policy file (tied to these partitions' manifest)")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.evaluate.qrels import load_qrels
+        from ikatkit.partition.selector import judged_turns, train_selector
+        from ikatkit.rank import make_ranker
+        from ikatkit.topics import load_topics
+
+        qrels = load_qrels(args.qrels) if args.qrels else None
+        if qrels is None and not args.provenance:
+            raise IkatError("no relevance to learn from", fix="pass --qrels and/or --provenance")
+        queries: dict[str, str] = {}
+        judged: dict[str, dict[str, int]] = {}
+        for path in args.topics:
+            topics = load_topics(path)
+            queries.update(topics.queries(args.queries))
+            judged.update(judged_turns(topics, qrels, args.provenance))
+        encoder = make_ranker("bi-encoder", args.model)
+        policy = train_selector(args.partitions, queries, judged, encoder.encode, args.out, seed=args.seed,
+                                episodes=args.episodes)
+        print(f"trained Agent-S on {len(policy.meta['turns'])} turns -> {args.out}")
+        return 0
+
+    p.set_defaults(func=run)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -130,8 +130,7 @@ def _first_pass(src: Source, model: str, categories: Categories | None
         if not codes:
             raise IkatError("no passages read", path=src.path, fix="check the input and --format")
         return None, np.asarray(codes, dtype=np.int64), list(names)
-    cached = cache_root() / "partition" / hashlib.sha256(f"{src.fingerprint()}\0{model}".encode()).hexdigest()[:24]
-    vectors = cached.with_suffix(".npy")
+    vectors = embeddings_cache(src, model)
     if vectors.exists():
         return np.load(vectors), np.zeros(0, dtype=np.int64), []
     encoder = _encoder(model)
@@ -150,6 +149,12 @@ def _first_pass(src: Source, model: str, categories: Categories | None
     with atomic_open(vectors, "wb") as handle:
         np.save(handle, embeddings)
     return embeddings, np.zeros(0, dtype=np.int64), []
+
+
+def embeddings_cache(src: Source, model: str) -> Path:
+    """Where the embeddings of ``src``'s passages (in its order) by ``model`` are kept once computed."""
+    key = hashlib.sha256(f"{src.fingerprint()}\0{model}".encode()).hexdigest()[:24]
+    return cache_root() / "partition" / f"{key}.npy"
 
 
 def _encoder(model: str):  # type: ignore[no-untyped-def]

@@ -33,6 +33,7 @@ class TurnRecord:
     response: str = ""
     passage_texts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)  # select_partition: the partitions retrieve searches
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

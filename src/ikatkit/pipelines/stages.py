@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ikatkit.partition.stage import SelectPartition
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.rank.base import rank_ptkb
 
@@ -144,7 +145,9 @@ class Retrieve:
             suffix = " ".join(record.ptkb_texts()) if self.expand_ptkb else ""
             for i, query in enumerate(record.retrieval_queries):
                 texts[f"{record.qid}\t{i}"] = f"{query} {suffix}".strip()
-        hits = self.searcher.batch_search(texts, self.k)
+        chosen = {f"{r.qid}\t{i}": r.partitions for r in records for i in range(len(r.retrieval_queries))}
+        restrict = {"partitions": chosen} if any(chosen.values()) else {}  # after select_partition
+        hits = self.searcher.batch_search(texts, self.k, **restrict)
         for record in records:
             record.candidates = {q: [(h.docid, float(h.score)) for h in hits[f"{record.qid}\t{i}"]]
                                  for i, q in enumerate(record.retrieval_queries)}
@@ -260,4 +263,6 @@ class Respond:
 
 
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, Rewrite, RankPtkb, GoldPtkb, ClassifyPtkb,
-                                                     Retrieve, Rerank, Fuse, GenerateAnswer, GenerateQueries, Respond)}
+                                                     Retrieve, Rerank, Fuse, GenerateAnswer, GenerateQueries, Respond,
+                                                     SelectPartition)}
+
