@@ -1,7 +1,7 @@
 """Run every benchmark with settings sized for a 2-core machine; each prints its figures and its ratio
 against an anchor measured in the same run. Pass a benchmark's name to run only that one.
 
-    python bench/run_all.py [index|search|rerank|llm]
+    python bench/run_all.py [index|search|rerank|llm|partitions]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ BENCHMARKS = {
     "search": ["bench_search.py", "--passages", "200000", "--queries", "200"],
     "rerank": ["bench_rerank.py"],
     "llm": ["bench_llm.py"],
+    "partitions": ["bench_partitions.py", "--passages", "2000000", "--partitions", "8"],
 }
 
 

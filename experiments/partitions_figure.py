@@ -12,6 +12,7 @@ sorted conversation id, round robin): it is never evaluated on a conversation it
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -63,13 +64,7 @@ def main() -> int:
         passages.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()))
     whole_index = work / "whole"
     build_index([passages], whole_index, threads=1)
-    folders = {}
-    for strategy in STRATEGIES:
-        for m in SIZES:
-            options = {"field": "id", "pattern": STREAM} if strategy == "category" else {}
-            folders[strategy, m] = work / f"{strategy}-{m}"
-            partition_index(whole_index, folders[strategy, m], strategy, m, seed=args.seed, threads=1, **options)
-
+    partition_index(whole_index, work / "random-2", "random", 2, seed=args.seed, threads=1)  # embeds the passages
     encoder = make_ranker("bi-encoder", "bundled:minilm")
     source = Source(whole_index)
     known = dict(zip((r["contents"] for r in source.records()), np.load(embeddings_cache(source, "bundled:minilm"))))
@@ -99,45 +94,48 @@ def main() -> int:
     results: dict[str, object] = {"evaluated_turns": len(evaluated), "train_turns": len(learn) - len(test_judged),
                                   "test_turns_learned_from": len(test_judged), "folds": FOLDS,
                                   "episodes": args.episodes, "seed": args.seed, "rows": []}
-    for kind in args.queries:
+    wholes: dict[str, dict[str, float]] = {}
+    for m, strategy, kind in itertools.product(SIZES, STRATEGIES, args.queries):  # figures as soon as built
         queries = {**train.queries(kind), **test.queries(kind)}
-        whole = None
-        for (strategy, m), folder in folders.items():
-            started = time.time()
-            searcher = PartitionedSearcher(folder)
-            if whole is None:
-                whole = measure(searcher.batch_search({q: queries[q] for q in evaluated}, 100))
-            judged_qids = [q for q in queries if q in learn]
-            rankings = partition_rankings(searcher, {q: queries[q] for q in judged_qids}, 100)
-            centres = None if searcher.manifest["centroids"] is None else np.asarray(searcher.manifest["centroids"],
-                                                                                      dtype=np.float32)
-            state = states({q: queries[q] for q in judged_qids}, rankings, encode, searcher.texts, centres)
-            rewards = rewards_of(rankings, learn, judged_qids)
-            row_of = {q: i for i, q in enumerate(judged_qids)}
-            choice: dict[str, dict[str, int]] = {"oracle": {}, "agent": {}, "centroid": {}}
-            for q in evaluated:
-                choice["oracle"][q] = int(np.argmax(rewards[row_of[q]])) if q in row_of else 0
-            for fold in range(FOLDS):
-                held = [q for q in evaluated if fold_of[test.conversation_of(q).id] == fold]
-                fit = [q for q in judged_qids if q not in test.qids or fold_of[test.conversation_of(q).id] != fold]
-                weights = train_dqn(np.stack([state[q] for q in fit]), rewards[[row_of[q] for q in fit]],
-                                    args.seed, args.episodes)
-                policy = Policy(weights, m, feature_names(centres is not None), searcher.manifest["fingerprint"])
-                for q in held:
-                    choice["agent"][q] = policy.choose(state[q]) if q in state else 0
-            if centres is not None:
-                vectors = encode([queries[q] for q in evaluated])
-                choice["centroid"] = {q: int(np.argmax(centres @ v)) for q, v in zip(evaluated, vectors)}
-            row = {"queries": kind, "strategy": strategy, "partitions": m, "whole": whole,
-                   "sizes": [p["passages"] for p in searcher.manifest["parts"]]}
-            full = partition_rankings(searcher, {q: queries[q] for q in evaluated}, 100)
-            for name, chosen in choice.items():
-                if chosen:
-                    row[name] = measure({q: full[chosen[q]][q] for q in evaluated})
-                    row[f"{name}_choices"] = np.bincount(list(chosen.values()), minlength=m).tolist()
-            results["rows"].append(row)
-            print(json.dumps(row), f"({time.time() - started:.1f} s)", flush=True)
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+        options = {"field": "id", "pattern": STREAM} if strategy == "category" else {}
+        folder = work / f"{strategy}-{m}"
+        partition_index(whole_index, folder, strategy, m, seed=args.seed, threads=1, **options)
+        started = time.time()
+        searcher = PartitionedSearcher(folder)
+        if kind not in wholes:
+            wholes[kind] = measure(searcher.batch_search({q: queries[q] for q in evaluated}, 100))
+        whole = wholes[kind]
+        judged_qids = [q for q in queries if q in learn]
+        rankings = partition_rankings(searcher, {q: queries[q] for q in judged_qids}, 100)
+        centres = None if searcher.manifest["centroids"] is None else np.asarray(searcher.manifest["centroids"],
+                                                                                  dtype=np.float32)
+        state = states({q: queries[q] for q in judged_qids}, rankings, encode, searcher.texts, centres)
+        rewards = rewards_of(rankings, learn, judged_qids)
+        row_of = {q: i for i, q in enumerate(judged_qids)}
+        choice: dict[str, dict[str, int]] = {"oracle": {}, "agent": {}, "centroid": {}}
+        for q in evaluated:
+            choice["oracle"][q] = int(np.argmax(rewards[row_of[q]])) if q in row_of else 0
+        for fold in range(FOLDS):
+            held = [q for q in evaluated if fold_of[test.conversation_of(q).id] == fold]
+            fit = [q for q in judged_qids if q not in test.qids or fold_of[test.conversation_of(q).id] != fold]
+            weights = train_dqn(np.stack([state[q] for q in fit]), rewards[[row_of[q] for q in fit]],
+                                args.seed, args.episodes)
+            policy = Policy(weights, m, feature_names(centres is not None), searcher.manifest["fingerprint"])
+            for q in held:
+                choice["agent"][q] = policy.choose(state[q]) if q in state else 0
+        if centres is not None:
+            vectors = encode([queries[q] for q in evaluated])
+            choice["centroid"] = {q: int(np.argmax(centres @ v)) for q, v in zip(evaluated, vectors)}
+        row = {"queries": kind, "strategy": strategy, "partitions": m, "whole": whole,
+               "sizes": [p["passages"] for p in searcher.manifest["parts"]]}
+        full = partition_rankings(searcher, {q: queries[q] for q in evaluated}, 100)
+        for name, chosen in choice.items():
+            if chosen:
+                row[name] = measure({q: full[chosen[q]][q] for q in evaluated})
+                row[f"{name}_choices"] = np.bincount(list(chosen.values()), minlength=m).tolist()
+        results["rows"].append(row)
+        print(json.dumps(row), f"({time.time() - started:.1f} s)", flush=True)
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     if args.png:
         _plot(results, args.png)
     return 0
@@ -154,6 +152,8 @@ def _plot(results: dict, path: str) -> None:  # type: ignore[type-arg]
     for k, kind in enumerate(kinds):
         for s, strategy in enumerate(STRATEGIES):
             rows = [r for r in results["rows"] if r["queries"] == kind and r["strategy"] == strategy]
+            if not rows:
+                continue
             for j, name in enumerate(MEASURES):
                 ax = axes[2 * k + j][s]
                 sizes = [1] + [r["partitions"] for r in rows]
