@@ -65,7 +65,7 @@ def main() -> int:
     whole_index = work / "whole"
     build_index([passages], whole_index, threads=1)
     partition_index(whole_index, work / "random-2", "random", 2, seed=args.seed, threads=1)  # embeds the passages
-    encoder = make_ranker("bi-encoder", "bundled:minilm")
+    encoder = make_ranker("bi-encoder", "bundled:minilm", batch_size=64)
     source = Source(whole_index)
     known = dict(zip((r["contents"] for r in source.records()), np.load(embeddings_cache(source, "bundled:minilm"))))
 
@@ -95,7 +95,7 @@ def main() -> int:
                                   "test_turns_learned_from": len(test_judged), "folds": FOLDS,
                                   "episodes": args.episodes, "seed": args.seed, "rows": []}
     wholes: dict[str, dict[str, float]] = {}
-    for m, strategy, kind in itertools.product(SIZES, STRATEGIES, args.queries):  # figures as soon as built
+    for strategy, m, kind in itertools.product(STRATEGIES, SIZES, args.queries):  # figures as soon as built
         queries = {**train.queries(kind), **test.queries(kind)}
         options = {"field": "id", "pattern": STREAM} if strategy == "category" else {}
         folder = work / f"{strategy}-{m}"

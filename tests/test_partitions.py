@@ -102,6 +102,9 @@ def test_finished_partitions_are_kept_and_a_mismatch_is_one_clear_error(category
     shutil.rmtree(copy / "part-002")
     with pytest.raises(IkatError, match="part-002 has no finished index"):
         load_manifest(copy)
+    (copy / "partitions.json").unlink()  # as if interrupted: finished parts of another partitioning are not reused
+    with pytest.raises(IkatError, match="unfinished partitioning of another source or other parameters"):
+        partition_index(passages_index, copy, "category", 2, field="id", pattern=STREAM)
 
 
 @pytest.mark.parametrize("strategy, m, options, message", [
@@ -258,3 +261,14 @@ def test_selector_stage_retrieves_from_agent_s_choice_and_the_policy_refuses_oth
         Policy.load(policy_file, other)
     with pytest.raises(IkatError, match="no centroids"):
         STAGES["select_partition"](searcher, encoder, method="centroid")
+
+
+def test_a_url_category_is_its_host_and_a_pattern_takes_its_group():
+    from ikatkit.partition.source import Categories
+
+    assert Categories("url")({"id": "a", "url": "https://www.nhs.uk/conditions/ibs/"}, "passage 1") == "www.nhs.uk"
+    assert Categories("id", STREAM)({"id": "clueweb22-en0034-09-03452:1"}, "passage 1") == "en0034"
+    with pytest.raises(IkatError, match="--pattern does not match id 'msmarco-1'"):
+        Categories("id", STREAM)({"id": "msmarco-1"}, "passage 1")
+    with pytest.raises(IkatError, match="has no group"):
+        Categories("id", "^clueweb22")

@@ -358,10 +358,6 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_partition,
-                                                             _add_demo]
-
-
 def _add_partition(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("partition", help="M-RAG partition selection (Agent-S) over `index partition` partitions")
     psub = p.add_subparsers(dest="partition_command", required=True)
@@ -399,6 +395,10 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_partition,
+                                                             _add_demo]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -66,6 +66,9 @@ def partition_index(source: str | Path, out: str | Path, strategy: str, m: int, 
     work = out / ".work"
     work.mkdir(parents=True, exist_ok=True)
     saved = work / f"assignment-{fingerprint[:16]}.npz"
+    if not saved.exists() and (any(work.glob("assignment-*.npz")) or any(out.glob("part-*"))):
+        raise IkatError("this folder holds an unfinished partitioning of another source or other parameters",
+                        path=out, fix="run that command again to finish it, or remove the folder")
     if saved.exists():
         with np.load(saved) as data:
             labels, centres = data["labels"], (data["centroids"] if "centroids" in data else None)
