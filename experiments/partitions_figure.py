@@ -3,7 +3,8 @@
 
 Agent-S is trained on the 2023 train topics (their response_provenance passages as relevant, grade 2) plus the
 judged turns of the test conversations outside the evaluated fold (5 folds of the 25 test conversations, by
-sorted conversation id, round robin): it is never evaluated on a conversation it was trained on. Measures over the
+subject: 9-1 and 9-2 share one; the 13 subjects round robin): it is never evaluated on a conversation, nor a
+subject, it was trained on. Measures over the
 176 judged test turns against NIST's qrels: nDCG@3 and R(rel=2)@10.
 
     PYTHONPATH=src python experiments/partitions_figure.py --work /tmp/mrag --out experiments/partitions_figure.json
@@ -80,8 +81,8 @@ def main() -> int:
     test_judged = judged_turns(test, qrels, provenance=False)
     learn = {**judged_turns(train, None, provenance=True), **test_judged}
     evaluated = [q for q in test.qids if q in qrels]
-    conversations = sorted(c.id for c in test.conversations)
-    fold_of = {c: i % FOLDS for i, c in enumerate(conversations)}
+    subjects = sorted({c.id.split("-")[0] for c in test.conversations}, key=int)  # 9-1, 9-2: one subject
+    fold_of = {c.id: subjects.index(c.id.split("-")[0]) % FOLDS for c in test.conversations}
     parsed = [ir_measures.parse_measure(name) for name in MEASURES]
 
     def measure(ranking: dict[str, list]) -> dict[str, float]:
@@ -91,7 +92,8 @@ def main() -> int:
             total[str(metric.measure)] += metric.value
         return {name: round(value / len(evaluated), 4) for name, value in total.items()}  # unanswered turns: 0
 
-    results: dict[str, object] = {"evaluated_turns": len(evaluated), "train_turns": len(learn) - len(test_judged),
+    results: dict[str, object] = {"evaluated_turns": len(evaluated), "fold_of_conversation": fold_of,
+                                  "train_turns": len(learn) - len(test_judged),
                                   "test_turns_learned_from": len(test_judged), "folds": FOLDS,
                                   "episodes": args.episodes, "seed": args.seed, "rows": []}
     wholes: dict[str, dict[str, float]] = {}
