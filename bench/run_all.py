@@ -1,7 +1,7 @@
 """Run every benchmark with settings sized for a 2-core machine; each prints its figures and its ratio
 against an anchor measured in the same run. Pass a benchmark's name to run only that one.
 
-    python bench/run_all.py [index|search|rerank|biencoder|llm|dense|responses|promise]
+    python bench/run_all.py [index|search|rerank|biencoder|llm|dense|responses|promise|partitions]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "dense": ["bench_dense.py", "--passages", "2000", "--vectors", "1000000"],
     "responses": ["bench_responses.py"],
     "promise": ["bench_promise.py"],
+    "partitions": ["bench_partitions.py", "--passages", "2000000", "--partitions", "8"],
 }
 
 

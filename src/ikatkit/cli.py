@@ -381,6 +381,21 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--shard-size", type=int, default=100_000, help="passages per shard, the unit of resuming")
     d.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
     d.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"])
+    pt = isub.add_parser("partition", help="split an index or collection into M Lucene indexes (M-RAG partitions)")
+    pt.add_argument("source", help="an index of `index build`, or collection files/folder (read as `index build` does)")
+    pt.add_argument("--strategy", required=True, choices=["random", "cluster", "graph", "category"],
+                    help="random: LSH over MiniLM embeddings; cluster: k-means (faiss); graph: spectral clustering "
+                         "of the kNN graph; category: a record field (--field)")
+    pt.add_argument("--partitions", type=int, required=True, help="M, the number of partitions")
+    pt.add_argument("--out", required=True, help="folder of part-NNN indexes and partitions.json (resumable)")
+    pt.add_argument("--seed", type=int, default=0)
+    pt.add_argument("--field", help="category strategy: the record field (url: the URL's host)")
+    pt.add_argument("--pattern", help="category strategy: a regex whose first group is the category, "
+                                      "e.g. --field id --pattern '^clueweb22-(en\\d+)'")
+    pt.add_argument("--format", default="auto", choices=["auto", "clueweb22", "jsonl", "trecweb", "car", "msmarco"])
+    pt.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"])
+    pt.add_argument("--model", default="bundled:minilm", help="sentence-transformers embedding model")
+    pt.add_argument("--threads", type=int, help="Anserini threads per partition index")
     s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
     s.add_argument("index")
     g = isub.add_parser("get", help="print a passage's stored text")
@@ -407,6 +422,12 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
         elif args.index_command == "build":
             build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
                         splitter=args.splitter, heap=args.heap, segmenter=args.segmenter)
+        elif args.index_command == "partition":
+            from ikatkit.partition.build import partition_index
+
+            partition_index(args.source, args.out, args.strategy, args.partitions, seed=args.seed, field=args.field,
+                            pattern=args.pattern, fmt=args.format, splitter=args.splitter, model=args.model,
+                            threads=args.threads)
         elif args.index_command == "stats":
             print(json.dumps(lookup.stats(args.index), indent=2))
         else:
@@ -767,7 +788,46 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_eval_responses, _add_compare, _add_index, _add_search, _add_run, _add_finetune,
+def _add_partition(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("partition", help="M-RAG partition selection (Agent-S) over `index partition` partitions")
+    psub = p.add_subparsers(dest="partition_command", required=True)
+    t = psub.add_parser("train-selector", help="train Agent-S (DQN, reward nDCG@3) on judged turns; saves the policy")
+    t.add_argument("partitions", help="folder of `ikatkit index partition`")
+    t.add_argument("--topics", required=True, nargs="+", help="topic files of the training turns")
+    t.add_argument("--qrels", help="TREC qrels of those turns")
+    t.add_argument("--provenance", action="store_true",
+                   help="turns the qrels lack: their response_provenance passages count as relevant (grade 2)")
+    t.add_argument("--queries", choices=["raw", "manual"], default="raw", help="raw or resolved utterances")
+    t.add_argument("--model", default="bundled:minilm", help="bi-encoder for the state's cosines")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--episodes", type=int, default=20000)
+    t.add_argument("--out", required=True, help="policy file (tied to these partitions' manifest)")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.evaluate.qrels import load_qrels
+        from ikatkit.partition.selector import judged_turns, train_selector
+        from ikatkit.rank import make_ranker
+        from ikatkit.topics import load_topics
+
+        qrels = load_qrels(args.qrels) if args.qrels else None
+        if qrels is None and not args.provenance:
+            raise IkatError("no relevance to learn from", fix="pass --qrels and/or --provenance")
+        queries: dict[str, str] = {}
+        judged: dict[str, dict[str, int]] = {}
+        for path in args.topics:
+            topics = load_topics(path)
+            queries.update(topics.queries(args.queries))
+            judged.update(judged_turns(topics, qrels, args.provenance))
+        encoder = make_ranker("bi-encoder", args.model)
+        policy = train_selector(args.partitions, queries, judged, encoder.encode, args.out, seed=args.seed,
+                                episodes=args.episodes)
+        print(f"trained Agent-S on {len(policy.meta['turns'])} turns -> {args.out}")
+        return 0
+
+    p.set_defaults(func=run)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_eval_responses, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_partition,
                                                              _add_rerank, _add_ptkb,
                                                              _add_demo, _add_context]
 

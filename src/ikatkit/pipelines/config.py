@@ -20,7 +20,7 @@ from ikatkit.errors import IkatError
 from ikatkit.pipelines.stages import INITIAL_FIELDS, STAGES, Stage
 
 RANKER_KINDS = ("bi-encoder", "cross-encoder")
-PARAM_KINDS = {"llm": ("llm",), "ranker": RANKER_KINDS, "searcher": ("bm25", "dense")}
+PARAM_KINDS = {"llm": ("llm",), "ranker": RANKER_KINDS, "searcher": ("bm25", "dense", "partitioned-bm25")}
 RESOURCE_PARAMS = tuple(PARAM_KINDS)
 TOP_LEVEL = {"name": str, "run_type": str, "description": str, "team_id": str, "batch_size": int, "threads": int,
              "resources": dict, "stages": list}
@@ -296,8 +296,16 @@ class Resources:
                 raise IkatError(f"dense resource {name!r} names no index", path=self.config.path,
                                 fix="add path = \"<folder of ikatkit index dense>\"")
             return DenseSearcher(spec.pop("path"), spec.pop("index", self.index), **spec)
+        if kind == "partitioned-bm25":  # ``partitions`` = the folder of `ikatkit index partition`, else --index
+            from ikatkit.partition.search import PartitionedSearcher
+
+            folder = spec.pop("partitions", None) or self.index
+            if folder is None:
+                raise IkatError(f"resource {name!r} names no partitions folder", path=self.config.path,
+                                fix="add partitions = \"DIR\" or pass --index DIR")
+            return PartitionedSearcher(folder, **spec)
         raise IkatError(f"resource {name!r} has unknown kind {kind!r}", path=self.config.path,
-                        fix="use kind = llm, bm25, dense, bi-encoder or cross-encoder")
+                        fix="use kind = llm, bm25, dense, partitioned-bm25, bi-encoder or cross-encoder")
 
     @property
     def stats(self) -> dict[str, Any]:

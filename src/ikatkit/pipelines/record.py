@@ -44,6 +44,7 @@ class TurnRecord:
     context_ids: list[str] | None = None
     context_trace: dict[str, Any] = field(default_factory=dict)
     refinement: dict[str, Any] = field(default_factory=dict)
+    partitions: list[int] = field(default_factory=list)  # select_partition: the partitions retrieve searches
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

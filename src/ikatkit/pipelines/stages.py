@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.context import ContextQuery, SelectContext
+from ikatkit.partition.stage import SelectPartition
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.rank.base import rank_ptkb
 
@@ -227,7 +228,9 @@ class Retrieve:
             suffix = " ".join(record.ptkb_texts()) if self.expand_ptkb else ""
             for i, query in enumerate(record.retrieval_queries):
                 texts[f"{record.qid}\t{i}"] = f"{query} {suffix}".strip()
-        hits = self.searcher.batch_search(texts, self.k)
+        chosen = {f"{r.qid}\t{i}": r.partitions for r in records for i in range(len(r.retrieval_queries))}
+        restrict = {"partitions": chosen} if any(chosen.values()) else {}  # after select_partition
+        hits = self.searcher.batch_search(texts, self.k, **restrict)
         for record in records:
             for i, query in enumerate(record.retrieval_queries):
                 record.candidates[candidate_key(retriever, query)] = [
@@ -403,4 +406,5 @@ from ikatkit.pipelines.refine import RefineResponse  # noqa: E402  (a stage in i
 
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
                                                      ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
-                                                     GenerateQueries, Respond, SelectContext, ContextQuery, RefineResponse)}
+                                                     GenerateQueries, Respond, SelectContext, ContextQuery, RefineResponse,
+                                                     SelectPartition)}

@@ -1,0 +1,1 @@
+"""Partitioned indexes and partition selection (M-RAG, issue 19)."""

@@ -1,0 +1,117 @@
+"""BM25 search over partitioned indexes: all, several or one partition, one Lucene searcher per choice.
+
+A choice of partitions is searched as one index: a Lucene ``IndexSearcher`` over a ``MultiReader`` of those
+partitions' readers, so term and collection statistics are those of their union. Over all partitions that is
+the unpartitioned index: the same Anserini query (bag of words, Anserini's English analyzer), Lucene's
+``BM25Similarity`` as Anserini sets it, and ``TopHits.java``'s top k with ties by id and Anserini's score
+post-processing give exactly :class:`ikatkit.retrieve.bm25.Bm25Searcher`'s ranking and scores (tested on the
+894 real passages). One partition alone is searched with its own statistics, as a separately served index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+from ikatkit.partition.build import load_manifest
+from ikatkit.retrieve.bm25 import SPARE, Hit
+
+Choice = tuple[int, ...]
+
+
+class PartitionedSearcher:
+    """``batch_search(queries, k, partitions=None)`` and ``texts(ids)`` as :class:`Bm25Searcher`; ``partitions``
+    is one choice of partition numbers for every query, or ``{qid: choice}``; None or empty = all partitions."""
+
+    def __init__(self, folder: str | Path, k1: float = 0.9, b: float = 0.4, threads: int = 2) -> None:
+        from ikatkit.java import autoclass, start_jvm
+
+        self.folder = Path(folder)
+        self.manifest = load_manifest(self.folder)
+        self.count = int(self.manifest["partitions"])
+        self.threads = threads
+        start_jvm()
+        from jnius import JavaException, cast  # only once our JVM runs
+
+        try:
+            self.top_hits = autoclass("ikatkit.TopHits")
+        except JavaException:  # no JDK compiled the helper
+            raise IkatError("partitioned search needs our Java helper TopHits.java compiled",
+                            fix="install a JDK 11+ (javac on PATH or JAVA_HOME)") from None
+        directory = autoclass("org.apache.lucene.store.FSDirectory")
+        opener = autoclass("org.apache.lucene.index.DirectoryReader")
+        file = autoclass("java.io.File")
+        self._readers = [cast("org.apache.lucene.index.IndexReader",
+                              opener.open(directory.open(file(str(self.folder / part["name"])).toPath())))
+                         for part in self.manifest["parts"]]
+        self._multi = autoclass("org.apache.lucene.index.MultiReader")
+        self._index_searcher = autoclass("org.apache.lucene.search.IndexSearcher")
+        self._similarity = autoclass("org.apache.lucene.search.similarities.BM25Similarity")(k1, b)
+        self._searchers: dict[Choice, Any] = {}
+        self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+        self.analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+        sort_field = autoclass("org.apache.lucene.search.SortField")
+        self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
+            "id", autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
+        self._term_query = autoclass("org.apache.lucene.search.TermQuery")
+        self._term = autoclass("org.apache.lucene.index.Term")
+        self._texts: dict[str, str] = {}
+
+    @property
+    def all(self) -> Choice:
+        return tuple(range(self.count))
+
+    def choice(self, partitions: Sequence[int] | None) -> Choice:
+        """The sorted partition numbers of a choice (all for None or empty); one clear error for a wrong one."""
+        if not partitions:
+            return self.all
+        chosen = tuple(sorted(set(int(p) for p in partitions)))
+        if chosen[0] < 0 or chosen[-1] >= self.count:
+            raise IkatError(f"no partition {chosen[-1] if chosen[-1] >= self.count else chosen[0]}",
+                            path=self.folder, fix=f"choose partitions 0..{self.count - 1}")
+        return chosen
+
+    def searcher(self, partitions: Sequence[int] | None = None) -> Any:
+        """The Lucene IndexSearcher over the chosen partitions (built once per choice)."""
+        chosen = self.choice(partitions)
+        if chosen not in self._searchers:
+            from jnius import cast
+
+            reader = self._multi([self._readers[p] for p in chosen], False)
+            searcher = self._index_searcher(cast("org.apache.lucene.index.IndexReader", reader))
+            searcher.setSimilarity(self._similarity)
+            self._searchers[chosen] = searcher
+        return self._searchers[chosen]
+
+    def batch_search(self, queries: Mapping[str, str], k: int = 1000,
+                     partitions: Sequence[int] | Mapping[str, Sequence[int]] | None = None) -> dict[str, list[Hit]]:
+        """``{qid: [Hit, ...]}`` for ``{qid: query}`` over the chosen partitions, on ``threads`` threads."""
+        groups: dict[Choice, list[str]] = {}
+        for qid in queries:
+            wanted = partitions.get(qid) if isinstance(partitions, Mapping) else partitions
+            groups.setdefault(self.choice(wanted), []).append(qid)
+        found: dict[str, list[Hit]] = {}
+        for chosen, qids in groups.items():
+            built = {qid: self.generator.buildQuery("contents", self.analyzer, queries[qid])
+                     if queries[qid].strip() else None for qid in qids}
+            live = [qid for qid in qids if built[qid] is not None]
+            if live:
+                tops = self.top_hits.searchMany(self.searcher(chosen), [built[qid] for qid in live], k, SPARE,
+                                                self.sort, "id", self.threads)
+                found.update({qid: list(map(Hit, top.ids, top.scores)) for qid, top in zip(live, tops)})
+        return {qid: found.get(qid, []) for qid in queries}
+
+    def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """Stored passage texts (``contents``) by id, from whichever partition holds them; unknown ids left out."""
+        searcher = self.searcher()
+        for pid in ids:
+            if pid in self._texts:
+                continue
+            hits = searcher.search(self._term_query(self._term("id", pid)), 1).scoreDocs
+            if len(hits):
+                raw = searcher.storedFields().document(hits[0].doc).get("raw")
+                self._texts[pid] = json.loads(raw)["contents"]
+        return {pid: self._texts[pid] for pid in ids if pid in self._texts}

@@ -1,0 +1,94 @@
+"""The passages a partitioning reads: a built index's stored passages, or collection files read as ``index build``
+reads them; streamed, in a stable order, so that a second pass meets them in the order of the first."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ikatkit.collection.readers import ReadStats, input_files, read_passages
+from ikatkit.collection.segment import splitter as splitter_function
+from ikatkit.errors import IkatError
+from ikatkit.index.build import MANIFEST
+
+
+class Source:
+    """Passages of ``path``: an index folder (``manifest.json`` of ``index build``) or collection files/folders."""
+
+    def __init__(self, path: str | Path, fmt: str = "auto", splitter: str = "auto") -> None:
+        self.path = Path(path)
+        self.is_index = (self.path / MANIFEST).is_file()
+        self.fmt, self.splitter = fmt, splitter
+        self.files = [] if self.is_index else input_files([self.path])
+
+    def fingerprint(self) -> str:
+        """Changes when the passages may change: the index's manifest, or the files' sizes and times."""
+        digest = hashlib.sha256()
+        if self.is_index:
+            digest.update((self.path / MANIFEST).read_bytes())
+        else:
+            for file in self.files:
+                stat = file.stat()
+                digest.update(f"{file.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            digest.update(f"{self.fmt}\0{self.splitter}".encode())
+        return digest.hexdigest()
+
+    def records(self) -> Iterator[dict[str, str]]:
+        """``{"id", "contents", ...}`` per passage: an index's stored JSON, a collection's id, contents and url."""
+        if self.is_index:
+            yield from _index_records(self.path)
+            return
+        split = splitter_function(self.splitter)
+        for file in self.files:
+            stats = ReadStats()
+            for passage in read_passages(file, self.fmt, stats, split):
+                yield {"id": passage.id, "contents": passage.contents, "url": passage.url}
+
+
+def _index_records(index: Path) -> Iterator[dict[str, str]]:
+    from ikatkit.java import autoclass
+
+    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
+        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(index)).toPath()))
+    try:
+        stored = reader.storedFields()
+        for doc in range(reader.maxDoc()):
+            raw = stored.document(doc).get("raw")
+            record = json.loads(raw) if raw else {}
+            if not isinstance(record, dict) or "id" not in record or "contents" not in record:
+                raise IkatError(f"stored document {doc} has no JSON with id and contents", path=index,
+                                fix="partition an index built by `ikatkit index build`, or its collection files")
+            yield record
+    finally:
+        reader.close()
+
+
+class Categories:
+    """A passage's category: the value of ``field``, a URL's host, or the first group of ``pattern`` in it."""
+
+    def __init__(self, field: str, pattern: str | None = None) -> None:
+        self.field = field
+        try:
+            self.pattern = re.compile(pattern) if pattern else None
+        except re.error as err:
+            raise IkatError(f"invalid --pattern {pattern!r}: {err}", fix="give a Python regular expression") from None
+        if self.pattern is not None and self.pattern.groups < 1:
+            raise IkatError(f"--pattern {pattern!r} has no group", fix="mark the category with (...), e.g. '^([^-]+)'")
+
+    def __call__(self, record: dict[str, str], where: str) -> str:
+        value = record.get(self.field)
+        if not isinstance(value, str) or not value:
+            raise IkatError(f"passage {record.get('id')!r} has no field {self.field!r}", where=where,
+                            fix=f"choose a --field the records have (this one has {sorted(record)})")
+        if self.pattern is not None:
+            found = self.pattern.search(value)
+            if not found or found.group(1) is None:
+                raise IkatError(f"--pattern does not match {self.field} {value!r} of passage {record.get('id')!r}",
+                                where=where, fix="use a pattern that matches every passage")
+            return found.group(1)
+        host = urlsplit(value).hostname if value.startswith(("http://", "https://")) else None
+        return host or value

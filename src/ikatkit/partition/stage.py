@@ -1,0 +1,67 @@
+"""The ``select_partition`` stage: Agent-S (or a baseline) picks each turn's partition; ``retrieve`` then
+searches only there (``record.partitions``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ikatkit.errors import IkatError
+from ikatkit.partition.selector import Policy, partition_rankings, states
+
+if TYPE_CHECKING:  # the pipelines package imports this module to register the stage
+    from ikatkit.pipelines.record import TurnRecord
+
+METHODS = ("agent", "centroid", "all")
+
+
+class SelectPartition:
+    """``method`` agent: the DQN policy in ``policy`` (trained on these partitions) over the state of
+    :func:`ikatkit.partition.selector.states`; centroid: the partition whose centroid is nearest the query;
+    all: every partition (the whole index). Q-values are noted on the record."""
+
+    name = "select_partition"
+    requires = ("query",)
+    provides = ("partitions",)
+
+    def __init__(self, searcher: Any, ranker: Any = None, policy: str | None = None, method: str = "agent",
+                 top: int = 5) -> None:
+        if method not in METHODS:
+            raise IkatError(f"unknown select_partition method {method!r}", fix=f"use one of {METHODS}")
+        if not hasattr(searcher, "manifest"):
+            raise IkatError("select_partition needs a partitioned-bm25 searcher",
+                            fix='declare kind = "partitioned-bm25" and name it as the stage\'s searcher')
+        if method != "all" and not hasattr(ranker, "encode"):
+            raise IkatError(f"select_partition ({method}) needs a bi-encoder ranker to embed the query",
+                            fix='declare a kind = "bi-encoder" resource (model = "bundled:minilm")')
+        centroids = searcher.manifest.get("centroids")
+        self.centroids = None if centroids is None else np.asarray(centroids, dtype=np.float32)
+        if method == "centroid" and self.centroids is None:
+            raise IkatError("these partitions have no centroids (category strategy)", path=searcher.folder,
+                            fix="use method = \"agent\" or partitions built from embeddings")
+        if method == "agent" and not policy:
+            raise IkatError("select_partition (agent) needs policy = \"FILE\"",
+                            fix="train one with `ikatkit partition train-selector`")
+        self.policy = Policy.load(policy, searcher.manifest) if method == "agent" else None
+        self.searcher, self.ranker, self.method, self.top = searcher, ranker, method, top
+
+    def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        if self.method == "all":
+            for record in records:
+                record.partitions = list(range(self.searcher.count))
+            return records
+        queries = {record.qid: record.query or record.utterance for record in records}
+        if self.method == "centroid":
+            vectors = self.ranker.encode(list(queries.values()))
+            for record, vector in zip(records, vectors):
+                record.partitions = [int(np.argmax(self.centroids @ vector))]
+            return records
+        rankings = partition_rankings(self.searcher, queries, self.top)
+        found = states(queries, rankings, self.ranker.encode, self.searcher.texts,
+                       self.centroids if "centroid_cosine" in self.policy.features else None, self.top)
+        for record in records:
+            q = self.policy.q_values(found[record.qid])
+            record.partitions = [int(np.argmax(q))]
+            record.notes.append("select_partition Q: " + " ".join(f"{v:.4f}" for v in q))
+        return records
