@@ -7,7 +7,7 @@ subject: 9-1 and 9-2 share one; the 13 subjects round robin): it is never evalua
 subject, it was trained on. Measures over the
 176 judged test turns against NIST's qrels: nDCG@3 and R(rel=2)@10.
 
-    PYTHONPATH=src python experiments/partitions_figure.py --work /tmp/mrag --out experiments/partitions_figure.json
+    PYTHONPATH=src python bench/partitions_figure.py --work /tmp/mrag --out /tmp/mrag/partitions_figure.json
 """
 
 from __future__ import annotations
