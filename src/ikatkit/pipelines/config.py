@@ -85,8 +85,8 @@ def load_config(path: str | Path) -> RunConfig:
             try:
                 cls.check(options, run_type)
             except IkatError as err:
-                raise IkatError(err.message, path=path, where=f"{stage_line(text, i, err.where or '')} ({cls.name})",
-                                fix=err.fix) from None
+                place = stage_line(text, i, err.where) if err.where else f"{where} ({cls.name})"
+                raise IkatError(err.message, path=path, where=place, fix=err.fix) from None
         classes.append(cls)
     check_order(classes, path)
     return RunConfig(raw["name"], run_type, resources, raw["stages"], raw.get("batch_size", 16),

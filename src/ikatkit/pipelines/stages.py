@@ -361,7 +361,7 @@ class Respond:
     """
 
     name = "respond"
-    requires: tuple[str, ...] = ("ranking", "ptkb")
+    requires: tuple[str, ...] = ("ranking",)
     provides: tuple[str, ...] = ("used", "passage_texts", "response")
 
     def __init__(self, searcher: Any, llm: Any | None = None, task: str = "rtg_response", passages: int = 3,
