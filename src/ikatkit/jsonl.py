@@ -16,10 +16,14 @@ class _Numbered:
 
     def __init__(self, handle: Iterable[str]) -> None:
         self.handle, self.number = handle, 0
+        self.error: EOFError | None = None
 
     def __iter__(self) -> Iterator[str]:
-        for self.number, line in enumerate(self.handle, start=1):
-            yield line
+        try:
+            for self.number, line in enumerate(self.handle, start=1):
+                yield line
+        except EOFError as err:  # a truncated .gz: kept apart from jsonlines' own end-of-input EOFError
+            self.error = err
 
 
 def records(handle: Iterable[str]) -> Iterator[tuple[int, Any]]:
@@ -31,6 +35,8 @@ def records(handle: Iterable[str]) -> Iterator[tuple[int, Any]]:
         try:
             value = reader.read(skip_empty=True)
         except EOFError:
+            if lines.error is not None:
+                raise lines.error from None
             return
         except Invalid as err:
             yield err.lineno, err

@@ -28,8 +28,10 @@ def _template_echo() -> re.Pattern[str]:
     the output, and a response's own Markdown headings do not match."""
     from ikatkit.llm.prompts import TASKS, template
 
-    sections = [re.findall(r"^###\s*(.+?):\s*$", template(task), re.M) for task in TASKS]
-    labels = sorted({label for found in sections for label in found[:-1]} - {found[-1] for found in sections})
+    label = re.compile(r"^###[ \t]*(.+?):[ \t]*$", re.M)
+    texts = [template(task) for task in TASKS]
+    finals = {m.group(1) for text in texts if (m := label.match(text.strip().splitlines()[-1]))}  # output's own
+    labels = sorted({found for text in texts for found in label.findall(text)} - finals)
     return re.compile(r"^\s*(#+\s*)?(" + "|".join(map(re.escape, labels)) + r")\s*:", re.I | re.M)
 
 
