@@ -113,11 +113,11 @@ class Capture:
     def __init__(self) -> None:
         self.prompts: list[str] = []
 
-    def chat(self, messages: list[list[dict[str, str]]]) -> list[str]:
+    def chat(self, messages: list[list[dict[str, str]]], stop: tuple[str, ...] = ()) -> list[str]:
         self.prompts += [m[-1]["content"] for m in messages]
-        return ["rewritten"] * len(messages)
+        return ["What is rewritten here?"] * len(messages)
 
-    def count_fallback(self) -> None:
+    def count_fallback(self, what: str = "") -> None:
         raise AssertionError("no fallback expected")
 
 
