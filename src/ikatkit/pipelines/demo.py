@@ -39,11 +39,13 @@ def run_demo(config: str | Path, out: str | Path) -> int:
     outcome = run_pipeline(config, data / "topics.json", out / "run", index=index, cache_dir=out / "cache")
     print(outcome.summary())
     passages = evaluate(outcome.run, load_qrels(data / "qrels.txt"))
-    ptkb = evaluate_ptkb(outcome.run, load_qrels(data / "ptkb_qrels.txt"))
-    write_json(out / "evaluation.json", {"passages": passages.mean, "ptkb": ptkb.mean,
+    ranked_ptkb = any(response.ptkb for turn in outcome.run.turns for response in turn.responses)
+    ptkb = evaluate_ptkb(outcome.run, load_qrels(data / "ptkb_qrels.txt")).mean if ranked_ptkb else None
+    write_json(out / "evaluation.json", {"passages": passages.mean, "ptkb": ptkb,
                                          "per_query": passages.per_query})
     print("passage ranking: " + ", ".join(f"{m} {v:.4f}" for m, v in passages.mean.items()))
-    print("PTKB ranking:    " + ", ".join(f"{m} {v:.4f}" for m, v in ptkb.mean.items()))
+    print("PTKB ranking:    " + (", ".join(f"{m} {v:.4f}" for m, v in ptkb.items()) if ptkb is not None
+                                 else "(the config ranks no PTKB statements)"))
     print(f"evaluation: {out / 'evaluation.json'}\n")
     shown = next(r for r in outcome.records if r.qid == SHOWN_TURN)
     print(explain_turn(shown, passages.per_query.get(SHOWN_TURN, {})))
