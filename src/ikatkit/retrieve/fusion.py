@@ -56,7 +56,10 @@ def weighted(lists: Sequence[Ranking], k: int = 1000, weights: Sequence[float] |
     nothing from it); equal weights by default; ties broken by id. E.g. BM25 with dense (hybrid retrieval)."""
     weights = list(weights) if weights is not None else [1.0] * len(lists)
     if len(weights) != len(lists):
-        raise ValueError(f"{len(weights)} weights for {len(lists)} rankings")
+        from ikatkit.errors import IkatError
+
+        raise IkatError(f"{len(weights)} fusion weights for {len(lists)} candidate lists", where="fuse.weights",
+                        fix="give one weight per retrieve stage (and per generated query), in stage order")
     scores: dict[str, float] = {}
     for weight, ranking in zip(weights, lists):
         for pid, score in normalize(ranking, method):
