@@ -27,37 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import timed  # noqa: E402
 
-CONFIG = """name = "manual-biencoder"
-run_type = "manual"
-description = "resolved utterance + gold PTKB -> BM25 top-100 -> MiniLM bi-encoder -> top passage as response"
-batch_size = 16
-
-[resources.minilm]
-kind = "bi-encoder"
-model = "bundled:minilm"
-
-[resources.bm25]
-kind = "bm25"
-
-[[stages]]
-stage = "manual_query"
-
-[[stages]]
-stage = "gold_ptkb"
-
-[[stages]]
-stage = "retrieve"
-k = 100
-expand_ptkb = false
-
-[[stages]]
-stage = "rerank"
-ranker = "minilm"
-
-[[stages]]
-stage = "respond"
-task = "extractive"
-"""
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "manual_biencoder.toml"
 
 
 class OneAtATime:
@@ -106,6 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ikatkit.pipelines.record import TurnRecord
+    from ikatkit.pipelines.stages import candidate_key
     from ikatkit.rank import make_ranker
 
     results: dict[str, object] = {"load_average": os.getloadavg()[0]}
@@ -118,9 +89,8 @@ def main() -> None:
                 texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
         (work / "passages.jsonl").write_text("".join(json.dumps({"id": k, "contents": v}) + "\n"
                                                      for k, v in texts.items()), encoding="utf-8")
-        (work / "manual_biencoder.toml").write_text(CONFIG, encoding="utf-8")
         cli("index", "build", str(work / "passages.jsonl"), "--out", str(work / "index"), "--threads", "2")
-        run = ["run", str(work / "manual_biencoder.toml"), "--topics", str(args.data / "test_topics.json"),
+        run = ["run", str(CONFIG), "--topics", str(args.data / "test_topics.json"),
                "--index", str(work / "index"), "--cache", str(work / "cache")]
         cold = cli(*run, "--out", str(work / "cold"))
         warm = cli(*run, "--out", str(work / "warm"))
@@ -132,10 +102,11 @@ def main() -> None:
         results["cold_run_rerank_stage_s"] = manifest["seconds_per_stage"]["rerank"]
         results["cold_run_encoded_texts"] = manifest["resource_stats"]["minilm"]["encoded"]
 
-        records = [TurnRecord.from_json(r) for path in sorted((work / "cold" / "checkpoints").glob("*.json"),
+        records = [TurnRecord.from_json(r) for path in sorted((work / "cold" / "checkpoints").glob("batch-*.json"),
                                                                key=lambda p: int(p.stem.split("-")[-1]))
                    for r in json.loads(path.read_text())["records"]]
-        subset = [(r.query, {pid: texts[pid] for pid, _ in r.candidates[r.query]}, r.ranking)
+        subset = [(r.query, {pid: texts[pid] for pid, _ in r.candidates[candidate_key("bm25", r.query)]},
+                   r.ranking)
                   for r in records[:args.anchor_turns]]
         import torch
 
@@ -148,13 +119,18 @@ def main() -> None:
         anchor_s, anchor_cpu, expected = timed_cpu(lambda: [anchor.rank(q, c) for q, c, _ in subset])
         fresh = make_ranker("bi-encoder", "bundled:minilm", cache_dir=work / "subset-cache")
         ours_s, ours_cpu, got = timed_cpu(lambda: [fresh.rank(q, c) for q, c, _ in subset])
+        two = make_ranker("bi-encoder", "bundled:minilm", cache_dir=work / "subset-cache-2", threads=2)
+        two_s, two_cpu, got_2 = timed_cpu(lambda: [two.rank(q, c) for q, c, _ in subset])
         results.update(anchor_turns=len(subset), anchor_distinct_texts=len(anchor.vectors), anchor_threads=threads,
                        anchor_wall_cpu_s=(anchor_s, anchor_cpu), anchor_1_thread_wall_cpu_s=anchor_1[:2],
                        ikatkit_wall_cpu_s=(ours_s, ours_cpu), ratio=round(anchor_s / ours_s, 2),
                        ratio_cpu=round(anchor_cpu / ours_cpu, 2),
                        ratio_vs_anchor_1_thread=round(anchor_1[0] / ours_s, 2),
+                       ikatkit_2_threads_wall_cpu_s=(two_s, two_cpu), ratio_2_threads=round(anchor_s / two_s, 2),
+                       same_score_bits_2_threads_as_anchor=got_2 == expected,
                        same_rankings=[[p for p, _ in r] for r in got] == [[p for p, _ in r] for r in expected],
-                       same_score_bits=got == expected == anchor_1[2],
+                       same_score_bits_as_anchor_1_thread=got == anchor_1[2],
+                       anchor_same_bits_on_1_and_2_threads=expected == anchor_1[2],
                        equals_pipeline_run=got == [[(p, s) for p, s in ranking] for _, _, ranking in subset])
         results["load_average_after"] = os.getloadavg()[0]
     print(json.dumps(results, indent=2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,38 +12,7 @@ from ikatkit.errors import IkatError
 from ikatkit.pipelines import load_config, run_pipeline
 from ikatkit.topics import load_topics
 
-MANUAL_EXTRACTIVE = """
-name = "manual-extractive"
-run_type = "manual"
-batch_size = 32
-
-[resources.minilm]
-kind = "bi-encoder"
-model = "bundled:minilm"
-
-[resources.bm25]
-kind = "bm25"
-
-[[stages]]
-stage = "manual_query"
-
-[[stages]]
-stage = "gold_ptkb"
-
-[[stages]]
-stage = "retrieve"
-k = 100
-expand_ptkb = false
-
-[[stages]]
-stage = "rerank"
-ranker = "minilm"
-
-[[stages]]
-stage = "respond"
-task = "extractive"
-passages = 3
-"""
+MANUAL_BIENCODER = (Path(__file__).resolve().parents[1] / "configs" / "manual_biencoder.toml").read_text()
 
 LLM = """
 [resources.llm]
@@ -115,7 +85,7 @@ passages = 10
 
 def _config(tmp_path: Path, name: str, body: str, run_type: str = "automatic", batch_size: int = 4) -> Path:
     path = tmp_path / f"{name}.toml"
-    if body.lstrip().startswith("name"):
+    if re.search(r"^name = ", body, re.M):
         path.write_text(body)
     else:
         path.write_text(f'name = "{name}"\nrun_type = "{run_type}"\nbatch_size = {batch_size}\n' + body)
@@ -125,7 +95,7 @@ def _config(tmp_path: Path, name: str, body: str, run_type: str = "automatic", b
 @pytest.fixture(scope="module")
 def manual_run(ikat2023, passages_index, tmp_path_factory):
     out = tmp_path_factory.mktemp("manual")
-    config = _config(out, "manual-extractive", MANUAL_EXTRACTIVE)
+    config = _config(out, "manual-biencoder", MANUAL_BIENCODER)
     return run_pipeline(config, ikat2023 / "test_topics.json", out / "run", index=passages_index,
                         cache_dir=out / "cache")
 
@@ -153,7 +123,7 @@ def test_manual_run_is_valid_and_scored(manual_run, ikat2023):
 
 def test_kill_and_resume_is_byte_identical(ikat2023, passages_index, tmp_path):
     topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1", "9-2", "10-1"])
-    config = _config(tmp_path, "manual-extractive", MANUAL_EXTRACTIVE.replace("batch_size = 32", "batch_size = 8"))
+    config = _config(tmp_path, "manual-biencoder", MANUAL_BIENCODER.replace("batch_size = 16", "batch_size = 8"))
     whole = run_pipeline(config, topics, tmp_path / "whole", index=passages_index)
     with pytest.raises(IkatError, match="rerun to resume"):
         run_pipeline(config, topics, tmp_path / "killed", index=passages_index, max_batches=2)
@@ -164,7 +134,7 @@ def test_kill_and_resume_is_byte_identical(ikat2023, passages_index, tmp_path):
     assert resumed.trec_file.read_bytes() == whole.trec_file.read_bytes()
     again = run_pipeline(config, topics, tmp_path / "killed", index=passages_index)
     assert again.batches_done_now == 0  # a finished run redoes nothing
-    other = _config(tmp_path, "manual-extractive", MANUAL_EXTRACTIVE.replace("k = 100", "k = 50"))
+    other = _config(tmp_path, "manual-biencoder", MANUAL_BIENCODER.replace("k = 100", "k = 50"))
     with pytest.raises(IkatError, match="checkpoints of another config"):
         run_pipeline(other, topics, tmp_path / "killed", index=passages_index)
 

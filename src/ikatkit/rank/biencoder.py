@@ -47,7 +47,9 @@ class BiEncoder(Ranker):
         self.model = SentenceTransformer(resolve_model(model), device=device)
         self.threads = threads if self.model.device.type == "cpu" else None
         tokenizer = getattr(self.model.tokenizer, "backend_tokenizer", None)
+        # The thread count is part of the identity: PyTorch's CPU kernels give other bits on other thread counts.
         identity = model_digest(self.model, repr(self.model), self.model.max_seq_length, self.model.device.type,
+                                self.threads,
                                 tokenizer.to_str() if tokenizer is not None else type(self.model.tokenizer).__name__,
                                 torch.__version__, transformers.__version__, sentence_transformers.__version__)
         self.embeddings = EmbeddingCache(Path(cache_dir or cache_root() / "embeddings") / f"{identity[:32]}.sqlite")
