@@ -172,6 +172,25 @@ def test_readers_of_the_2024_release(nuggets_2024, tmp_path):
             read_nuggets(bad)
 
 
+def test_atomic_nuggets_of_the_gold_responses(nuggets_2024, tmp_path):
+    """The gold-response file as a nugget source: each turn's matched and not-matched lists, ungraded."""
+    from ikatkit.errors import IkatError
+    from ikatkit.evaluate.responses.data import read_nuggets
+
+    raw = json.loads((nuggets_2024 / "gold_responses_human.json").read_text())
+    nuggets = read_nuggets(nuggets_2024 / "gold_responses_human.json")
+    assert sorted(nuggets) == sorted(raw) and len(nuggets) == 36
+    listed = {q: v["manual"]["nuggets"]["matched"] + v["manual"]["nuggets"]["not-matched"] for q, v in raw.items()}
+    assert {q: [n.text for n in group] for q, group in nuggets.items()} == {
+        q: list(dict.fromkeys(t.strip() for t in texts)) for q, texts in listed.items()}
+    assert sum(map(len, nuggets.values())) == 101 and sum(not group for group in nuggets.values()) == 9
+    assert {n.grade for group in nuggets.values() for n in group} == {0}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"0_1": {"manual": {"response": "x", "nuggets": {"matched": "one"}}}}')
+    with pytest.raises(IkatError, match="key '0_1' -> 'manual'"):
+        read_nuggets(bad)
+
+
 def test_nugget_recall_with_embedding_matcher(nuggets_2024, embedder):
     from sentence_transformers import SentenceTransformer
 

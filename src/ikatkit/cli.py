@@ -176,7 +176,8 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
     """The inputs of response measures, shared by eval-responses, compare and report."""
     p.add_argument("--references", help="reference responses: {turn: text}, the 2024 gold-response JSON or topics "
                                         "(default: the topics' canonical responses)")
-    p.add_argument("--nuggets", help="gold-nugget JSON {turn: {\"[i]\": {\"text\", \"relevance\"}}}")
+    p.add_argument("--nuggets", help="gold-nugget JSON {turn: {\"[i]\": {\"text\", \"relevance\"}}}, or a gold-response "
+                   "JSON (the atomic nuggets each response lists, ungraded)")
     grounding = p.add_mutually_exclusive_group()
     grounding.add_argument("--passages", help="passage texts (JSONL) of the responses' used passages")
     grounding.add_argument("--index", help="... or the Lucene index to look them up in")

@@ -115,12 +115,20 @@ def read_references(path: str | Path) -> dict[str, str]:
 
 
 def read_nuggets(path: str | Path) -> dict[str, list[Nugget]]:
-    """Gold nuggets by turn; a turn with an empty nugget object is kept (with no nuggets) so it can be reported."""
+    """Gold nuggets by turn; a turn with an empty nugget object is kept (with no nuggets) so it can be reported.
+
+    Reads the organizers' nugget file, or their gold-response file, whose atomic nuggets (``matched`` and
+    ``not-matched`` of each response) carry no grade: they get grade 0, so grade-based measures treat them alike
+    and ``VitalRecall`` has no value."""
     path = Path(path)
     data = _load_json(path, "nugget")
-    shape = 'expected {turn_id: {"[i]": {"text": str, "relevance": "1".."4"}}}'
+    shape = ('expected {turn_id: {"[i]": {"text": str, "relevance": "1".."4"}}} or a gold-response file '
+             '{turn_id: {run: {"response": str, "nuggets": {"matched": [str], "not-matched": [str]}}}}')
     if not isinstance(data, dict) or not data:
         raise IkatError("a nugget file is a non-empty JSON object keyed by turn id", path=path, fix=shape)
+    first = next(iter(data.values()))
+    if isinstance(first, dict) and first and all(isinstance(v, dict) and "response" in v for v in first.values()):
+        return _response_nuggets(path, data, shape)
     nuggets: dict[str, list[Nugget]] = {}
     for turn, items in data.items():
         if not isinstance(items, dict):
@@ -138,6 +146,23 @@ def read_nuggets(path: str | Path) -> dict[str, list[Nugget]]:
                                 fix=shape) from None
             if item["text"].strip():
                 nuggets[turn].append(Nugget(key, item["text"].strip(), grade))
+    return nuggets
+
+
+def _response_nuggets(path: Path, data: dict, shape: str) -> dict[str, list[Nugget]]:
+    """The atomic nuggets a gold-response file lists per turn (every response's, in file order, once each)."""
+    nuggets: dict[str, list[Nugget]] = {}
+    for turn, runs in data.items():
+        texts: list[str] = []
+        for run, entry in (runs.items() if isinstance(runs, dict) else ()):
+            lists = entry.get("nuggets") if isinstance(entry, dict) else None
+            if not isinstance(lists, dict) or not all(isinstance(lists.get(k, []), list)
+                                                      for k in ("matched", "not-matched")):
+                raise IkatError("a gold response needs 'nuggets': {'matched': [...], 'not-matched': [...]}",
+                                path=path, where=f"key {turn!r} -> {run!r}", fix=shape)
+            texts += [t.strip() for t in lists.get("matched", []) + lists.get("not-matched", [])
+                      if isinstance(t, str) and t.strip()]
+        nuggets[turn] = [Nugget(f"[{i}]", text, 0) for i, text in enumerate(dict.fromkeys(texts))]
     return nuggets
 
 
