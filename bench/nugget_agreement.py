@@ -49,6 +49,11 @@ def main() -> None:
         os.environ.setdefault("OPENAI_API_KEY", "local")
         llm = make_llm({**config, "cache_dir": cache})
         judged = [s[0] for s in LlmMatcher(llm).support([r for r, _ in pairs], [[n] for _, n in pairs])]
+        from ikatkit.llm.prompts import render
+
+        shown = [render("nugget_support", query="(not given)", response=r, nugget=n.text) for r, n in pairs[:3]]
+        for output in llm.chat(shown, max_new_tokens=8):  # the cache replays them: what the judge said
+            print(f"LLM output: {output!r}")
     llm_binary = [float(v >= 0.5) for v in judged]
     agreement = sum(a == b for a, b in zip(embedding, llm_binary)) / len(pairs)
     kappa = cohen_kappa_score(embedding, llm_binary) if len(set(embedding + llm_binary)) > 1 else float("nan")
