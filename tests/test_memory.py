@@ -282,6 +282,7 @@ passages = 1
 """
 
 
+@pytest.mark.slow
 def test_real_training_then_inference_with_the_bundled_models(ikat2023, passages_index, tmp_path):
     from ikatkit.partition.memory import train_refiner
     from ikatkit.pipelines import run_pipeline
