@@ -333,7 +333,7 @@ def train_refiner(config_path: str | Path, topics_path: str | Path, out: str | P
     save it to ``out``."""
     from ikatkit.paths import cache_root
     from ikatkit.pipelines.config import Resources, build_stages, load_config
-    from ikatkit.pipelines.record import TurnRecord, records_for
+    from ikatkit.pipelines.record import records_for
     from ikatkit.topics import load_topics
 
     config = load_config(config_path)
