@@ -373,13 +373,13 @@ def train_refiner(config_path: str | Path, topics_path: str | Path, out: str | P
         traced.extend(batch)
     x = np.asarray([r for r, _ in rows], dtype=np.float64).reshape(len(rows), len(FEATURES))
     gains = np.asarray([g for _, g in rows], dtype=np.float64)
-    kept = sum(r.memory_trace.get("chosen") is not None for r in traced)
+    kept = [r.memory_trace["candidates"][r.memory_trace["chosen"]]["gain"] if r.memory_trace.get("chosen") is not None
+            else 0.0 for r in traced]  # the kept memory's gain over the raw passages (0: the passages kept)
     meta = {"config": str(config.path), "topics": str(topics_path), "turns": [r.qid for r in traced],
             "candidates": len(rows), "degenerate": sum(r.memory_trace.get("degenerate", 0) for r in traced),
-            "turns_improved": kept, "metric": refiner.metric, "ridge": ridge,
+            "turns_improved": sum(g > 0 for g in kept), "metric": refiner.metric, "ridge": ridge,
             "mean_gain": round(float(gains.mean()), 6) if len(gains) else None,
-            "mean_best_gain": round(float(np.mean([max([c.get("gain", 0.0) for c in r.memory_trace["candidates"]
-                                                        if "gain" in c] or [0.0]) for r in traced])), 6)}
+            "mean_kept_gain": round(float(np.mean(kept)), 6)}
     selector = MemorySelector.fit(x, gains, refiner.fingerprint(), ridge, meta)
     selector.save(out)
     return selector
