@@ -254,7 +254,7 @@ batch_size = 2
 kind = "llm"
 backend = "transformers"
 model = "bundled:smollm2"
-max_new_tokens = 16
+max_new_tokens = 8
 
 [resources.bm25]
 kind = "bm25"
@@ -272,7 +272,7 @@ stage = "refine_memory"
 selector = "{selector}"
 k = 2
 passages = 1
-max_new_tokens = 16
+max_new_tokens = 12
 seed = 3
 min_gain = -1.0
 
