@@ -37,6 +37,8 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="JSON of the figures")
     parser.add_argument("--png", help="the figure as an image")
     parser.add_argument("--queries", nargs="+", default=["raw", "manual"])
+    parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
+    parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES), help="values of M")
     parser.add_argument("--episodes", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -97,7 +99,7 @@ def main() -> int:
                                   "test_turns_learned_from": len(test_judged), "folds": FOLDS,
                                   "episodes": args.episodes, "seed": args.seed, "rows": []}
     wholes: dict[str, dict[str, float]] = {}
-    for strategy, m, kind in itertools.product(STRATEGIES, SIZES, args.queries):  # figures as soon as built
+    for strategy, m, kind in itertools.product(args.strategies, args.sizes, args.queries):  # figures as soon as built
         queries = {**train.queries(kind), **test.queries(kind)}
         options = {"field": "id", "pattern": STREAM} if strategy == "category" else {}
         folder = work / f"{strategy}-{m}"

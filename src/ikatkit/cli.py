@@ -790,7 +790,7 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_partition(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("partition", help="M-RAG partition selection (Agent-S) over `index partition` partitions")
+    p = sub.add_parser("partition", help="M-RAG agents: partition selection (Agent-S) and memory refinement (Agent-R)")
     psub = p.add_subparsers(dest="partition_command", required=True)
     t = psub.add_parser("train-selector", help="train Agent-S (DQN, reward nDCG@3) on judged turns; saves the policy")
     t.add_argument("partitions", help="folder of `ikatkit index partition`")
@@ -825,7 +825,26 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
         print(f"trained Agent-S on {len(policy.meta['turns'])} turns -> {args.out}")
         return 0
 
-    p.set_defaults(func=run)
+    t.set_defaults(func=run)
+    r = psub.add_parser("train-refiner", help="train Agent-R's memory selector: the boosting loop against the "
+                        "training turns' canonical responses; saves the selector")
+    r.add_argument("config", help="a run config with refine_memory followed by respond (configs/rtg_mrag_agentr.toml)")
+    r.add_argument("--topics", required=True, help="topics of the training turns (with canonical responses)")
+    r.add_argument("--index", help="the index or partitions folder the config retrieves from")
+    r.add_argument("--conversations", nargs="+", help="only these conversations")
+    r.add_argument("--cache", help="cache folder (LLM outputs, embeddings), as for `ikatkit run`")
+    r.add_argument("--out", required=True, help="selector file (tied to the stage's prompt, LLM and options)")
+
+    def train_refiner(args: argparse.Namespace) -> int:
+        from ikatkit.partition.memory import train_refiner as train
+
+        selector = train(args.config, args.topics, args.out, index=args.index, cache_dir=args.cache,
+                         conversations=args.conversations)
+        print(json.dumps({"out": args.out, **{k: v for k, v in selector.meta.items() if k != "turns"},
+                          "turns": len(selector.meta["turns"]), "weights": selector.weights, "bias": selector.bias}))
+        return 0
+
+    r.set_defaults(func=train_refiner)
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_eval_responses, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_partition,

@@ -45,6 +45,8 @@ class TurnRecord:
     context_trace: dict[str, Any] = field(default_factory=dict)
     refinement: dict[str, Any] = field(default_factory=dict)
     partitions: list[int] = field(default_factory=list)  # select_partition: the partitions retrieve searches
+    memory: str = ""  # refine_memory: the condensed passages respond answers from ("" = the passages themselves)
+    memory_trace: dict[str, Any] = field(default_factory=dict)  # refine_memory: every candidate and the choice
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

@@ -357,7 +357,8 @@ class Respond:
     ``task`` names the prompt (``rtg_response``, ``gtr_response``); ``extractive`` answers with the top
     passage's text instead of calling an LLM (a retrieval-only baseline). An LLM output the guards reject
     (empty, the prompt template echoed, a sentence repeated) falls back to the top passage too, noted on the
-    record. Responses are cut to ``max_words`` (the track trims at 250).
+    record. Responses are cut to ``max_words`` (the track trims at 250). After ``refine_memory`` the LLM reads
+    the turn's refined memory instead of the passages (still marked used: the memory condenses them).
     """
 
     name = "respond"
@@ -391,7 +392,8 @@ class Respond:
             outputs = [r.passage_texts.get(r.used[0], "") if r.used else "" for r in records]
         else:
             variables = [dict(_context(r), ptkb=r.ptkb_texts()[: self.ptkb],
-                              passages=[r.passage_texts.get(pid, "") for pid in r.used]) for r in records]
+                              passages=[r.memory] if r.memory else [r.passage_texts.get(pid, "") for pid in r.used])
+                         for r in records]
             outputs = _chat(self.llm, self.task, variables)
         for record, output in zip(records, outputs):
             problem = check_response(output) if self.task != "extractive" else None
@@ -402,9 +404,10 @@ class Respond:
         return records
 
 
-from ikatkit.pipelines.refine import RefineResponse  # noqa: E402  (a stage in its own module)
+from ikatkit.partition.memory import RefineMemory  # noqa: E402  (stages in their own modules)
+from ikatkit.pipelines.refine import RefineResponse  # noqa: E402
 
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
                                                      ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
                                                      GenerateQueries, Respond, SelectContext, ContextQuery, RefineResponse,
-                                                     SelectPartition)}
+                                                     SelectPartition, RefineMemory)}
