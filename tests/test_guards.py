@@ -74,6 +74,9 @@ def test_response_and_query_checks():
     assert check_response("### Protein sources\n- Tofu: 8 g per 100 g\n- Lentils: 9 g") is None  # own Markdown
     assert check_response("### Response:\nTofu and lentils.") is None  # the label the prompt ends on
     assert check_response("Sure.\nConversational Context: the user runs.") == "response echoes the prompt template"
+    # a memory SmolLM2 wrote in the Agent-R run (2023 test): our "### Instruction:" label, plural
+    assert check_response("### Instructions: 1. Read the question and the passages.") == \
+        "response echoes the prompt template"
     assert check_queries(["tofu protein"], "tofu protein\nTofu protein!\n1. tofu protein") == \
         "generated queries are all duplicates"
     assert check_queries(["tofu protein", "lentil protein"], "tofu protein\nlentil protein") is None

@@ -32,7 +32,7 @@ def _template_echo() -> re.Pattern[str]:
     texts = [template(task) for task in TASKS]
     finals = {m.group(1) for text in texts if (m := label.match(text.strip().splitlines()[-1]))}  # output's own
     labels = sorted({found for text in texts for found in label.findall(text)} - finals)
-    return re.compile(r"^\s*(#+\s*)?(" + "|".join(map(re.escape, labels)) + r")\s*:", re.I | re.M)
+    return re.compile(r"^\s*(#+\s*)?(" + "|".join(map(re.escape, labels)) + r")s?\s*:", re.I | re.M)  # "Instructions:"
 
 
 def normalize(text: str) -> str:
