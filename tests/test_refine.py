@@ -151,6 +151,9 @@ def test_majority_and_cleaning():
     ("metrics", {"bleu": {"threshold": 0.1}}, "unknown proxy metric"),
     ("metrics", {"rougeL_passages": {"threshold": 1.5}}, "outside \\[0.0, 1.0\\]"),
     ("metrics", {"rougeL_passages": {"threshold": 0.1, "weight": 0.0}}, "sum to 0"),
+    ("metrics", {"rougeL_passages": {"threshold": "high"}}, "threshold 'high' of rougeL_passages is not a number"),
+    ("metrics", {"rougeL_passages": {"threshold": 0.1, "weight": True}}, "weight True of .* is not a number"),
+    ("metrics", {}, "at least one metric"), ("principles", [], "principles is empty"),
 ])
 def test_bad_options(option, value, message):
     with pytest.raises(IkatError, match=message):
