@@ -4,6 +4,7 @@ known proxy scores, sampling in the LLM layer, config errors, and a real end-to-
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -151,6 +152,9 @@ def test_majority_and_cleaning():
     ("metrics", {"bleu": {"threshold": 0.1}}, "unknown proxy metric"),
     ("metrics", {"rougeL_passages": {"threshold": 1.5}}, "outside \\[0.0, 1.0\\]"),
     ("metrics", {"rougeL_passages": {"threshold": 0.1, "weight": 0.0}}, "sum to 0"),
+    ("metrics", {"rougeL_passages": {"threshold": "high"}}, "threshold 'high' of rougeL_passages is not a number"),
+    ("metrics", {"rougeL_passages": {"threshold": 0.1, "weight": True}}, "weight True of .* is not a number"),
+    ("metrics", {}, "at least one metric"), ("principles", [], "principles is empty"),
 ])
 def test_bad_options(option, value, message):
     with pytest.raises(IkatError, match=message):
@@ -163,7 +167,7 @@ def test_bad_config_names_the_line(tmp_path):
     text = open("configs/rtg_promise.toml", encoding="utf-8").read()
     assert load_config("configs/rtg_promise.toml").stages[-1]["n"] == 3
     path = tmp_path / "bad.toml"
-    path.write_text(text.replace("rougeL_passages = { threshold = 0.06", "rougeL_passages = { threshold = 2.0"))
+    path.write_text(re.sub(r"rougeL_passages = \{ threshold = [0-9.]+", "rougeL_passages = { threshold = 2.0", text))
     line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if "threshold = 2.0" in t)
     with pytest.raises(IkatError) as err:
         load_config(path)

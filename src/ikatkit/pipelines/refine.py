@@ -91,8 +91,9 @@ class RefineResponse:
                  metrics: dict[str, dict[str, float]] | None = None, principles: list[str] | None = None,
                  embedding_model: str = "bundled:minilm", ptkb: int = 3, max_words: int = 250) -> None:
         options = dict(n=n, iterations=iterations, temperature=temperature, top_k=top_k, top_p=top_p,
-                       improvement_threshold=improvement_threshold, metrics=metrics or DEFAULT_METRICS,
-                       principles=principles or list(PRINCIPLES))
+                       improvement_threshold=improvement_threshold,
+                       metrics=DEFAULT_METRICS if metrics is None else metrics,
+                       principles=list(PRINCIPLES) if principles is None else principles)
         self.check(options)
         self.llm, self.n, self.iterations, self.seed = llm, n, iterations, seed
         self.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
@@ -122,13 +123,18 @@ class RefineResponse:
         if not 0 <= options.get("improvement_threshold", 0.5) < 1:
             fail("improvement_threshold", f"improvement_threshold = {options['improvement_threshold']} is outside "
                  "[0, 1)", "set λ in [0, 1): the weights are normalized to sum 1 (the paper: 0.5)")
-        principles = options.get("principles") or list(PRINCIPLES)
+        principles = options.get("principles")
+        principles = list(PRINCIPLES) if principles is None else principles
+        if not principles:
+            fail("principles", "principles is empty: no refinement prompt to apply",
+                 f"name some of {list(PRINCIPLES)}, or set iterations = 0 for best-of-N only")
         for p in principles:
             if p not in PRINCIPLES:
                 fail("principles", f"unknown principle {p!r}", f"use some of {list(PRINCIPLES)}")
         if len(set(principles)) != len(principles):
             fail("principles", "a principle is named twice", "name each principle once")
-        metrics = options.get("metrics") or DEFAULT_METRICS
+        metrics = options.get("metrics")
+        metrics = DEFAULT_METRICS if metrics is None else metrics
         if not isinstance(metrics, dict) or not metrics:
             fail("metrics", "metrics is not a table of at least one metric",
                  'write metrics = { rougeL_passages = { threshold = 0.05, weight = 1.0 } }')
@@ -138,6 +144,10 @@ class RefineResponse:
             if not isinstance(spec, dict) or "threshold" not in spec or set(spec) - {"threshold", "weight"}:
                 fail(f"metrics.{name}", f"metric {name!r} needs a table of threshold (and weight)",
                      f"write {name} = {{ threshold = ..., weight = 1.0 }}")
+            for key in spec:
+                if not isinstance(spec[key], (int, float)) or isinstance(spec[key], bool):
+                    fail(f"metrics.{name}.{key}", f"{key} {spec[key]!r} of {name} is not a number",
+                         f"write {key} = a number, e.g. {key} = {1.0 if key == 'weight' else 0.05}")
             low, high = METRICS[name][1]
             if not low <= spec["threshold"] <= high:
                 fail(f"metrics.{name}.threshold", f"threshold {spec['threshold']} of {name} is outside [{low}, {high}]",
