@@ -15,8 +15,10 @@ ranking measures on NIST's qrels when each plan empties the PTKB list of the tur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -69,10 +71,10 @@ def ptkb_measures(records: list[Any], qrels: Any) -> dict[str, Any]:
     from ikatkit.evaluate.ptkb import evaluate_ptkb
 
     rankings = {r.qid: dict((k, s) for k, s in r.ptkb) for r in records}
-    out = {}
+    out: dict[str, Any] = {"judged_turns_emptied": sum(not rankings.get(q) for q in qrels)}
     for missing in ("zero", "skip"):
         result = evaluate_ptkb(rankings, qrels, ["nDCG@5", "P@5"], missing=missing)
-        out[missing] = {**{m: round(v, 4) for m, v in result.mean.items()}, "turns": len(result.evaluated)}
+        out[missing] = {m: round(v, 4) for m, v in result.mean.items()}
     return out
 
 
@@ -138,6 +140,8 @@ def main() -> None:
                      "fallbacks": sum(r.plan["fallback"] for r in done)}
             if split == "test":
                 entry["ptkb_ranking_nist"] = ptkb_measures(done, nist)
+                entry["nist_positive_turns_planned_with_ptkb"] = sum(
+                    "ptkb" in r.sources for r in done if r.qid in nist_relevant)
             report[split][name] = entry
     print(json.dumps(report, indent=2))
 
@@ -156,7 +160,8 @@ def build_provenance_index(data: Path, out: Path) -> Path:
         jsonl = out.parent / "passages894.jsonl"
         jsonl.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()),
                          encoding="utf-8")
-        build_index([jsonl], out, threads=2)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the report
+            build_index([jsonl], out, threads=2)
     return out
 
 

@@ -212,13 +212,13 @@ def test_gpt_variant_loads():
 # -- a real run: bundled SmolLM2 + MiniLM over real 2023 turns and the 894-passage index ----------------------
 
 E2E = """name = "unims-e2e"
-batch_size = 3
+batch_size = 2
 
 [resources.llm]
 kind = "llm"
 backend = "transformers"
 model = "bundled:smollm2"
-max_new_tokens = 16
+max_new_tokens = 8
 
 [resources.minilm]
 kind = "bi-encoder"
@@ -250,6 +250,7 @@ ptkb_threshold = THRESHOLD
 [[stages]]
 stage = "respond"
 passages = 2
+ptkb = 2
 similarity_tokens = true
 
 [[stages]]
@@ -263,18 +264,18 @@ def test_real_run_plans_and_refines(ikat2023, passages_index, tmp_path):
     from ikatkit.pipelines import run_pipeline
 
     conversation = next(c for c in json.loads((ikat2023 / "test_topics.json").read_text()) if c["number"] == "9-1")
-    conversation["turns"] = conversation["turns"][:3]
+    conversation["turns"] = conversation["turns"][3:5]  # best MiniLM statement scores 0.29 and 0.39: one of each plan
     (tmp_path / "topics.json").write_text(json.dumps([conversation]), encoding="utf-8")
-    (tmp_path / "config.toml").write_text(E2E.replace("THRESHOLD", "0.3"), encoding="utf-8")
+    (tmp_path / "config.toml").write_text(E2E.replace("THRESHOLD", "0.33"), encoding="utf-8")
     out = run_pipeline(tmp_path / "config.toml", tmp_path / "topics.json", tmp_path / "run", index=passages_index,
                        cache_dir=tmp_path / "cache")
-    assert out.valid and len(out.records) == 3
+    assert out.valid and len(out.records) == 2
     planned = [("ptkb" in r.sources) for r in out.records]
-    assert planned == [r.plan["ptkb_score"] >= 0.3 for r in out.records] and True in planned and False in planned
+    assert planned == [r.plan["ptkb_score"] >= 0.33 for r in out.records] == [False, True]
     embedder = Embedder("bundled:minilm")
     for record, result in zip(out.records, out.run.turns):
         assert (len(result.responses[0].ptkb) > 0) == ("ptkb" in record.sources)
-        assert len(record.ptkb_used) == (3 if "ptkb" in record.sources else 0) and record.response.strip()
+        assert len(record.ptkb_used) == (2 if "ptkb" in record.sources else 0) and record.response.strip()
         (step,) = record.evidence["rounds"]
         texts = [record.ptkb_all[i["id"]] if i["source"] == "ptkb" else record.passage_texts[i["id"]]
                  for i in step["items"]]
@@ -285,5 +286,5 @@ def test_real_run_plans_and_refines(ikat2023, passages_index, tmp_path):
         assert [lowest["source"], lowest["id"]] not in [["ptkb", k] for k in record.ptkb_used] + [
             ["passages", p] for p in record.used]
     manifest = json.loads(out.manifest_file.read_text())
-    assert manifest["plan"]["turns"] == 3 and manifest["plan"]["turns_with_ptkb"] == sum(planned)
+    assert manifest["plan"]["turns"] == 2 and manifest["plan"]["turns_with_ptkb"] == sum(planned)
     assert manifest["evidence_refinement"]["llm_calls"] == sum(r.evidence["llm_calls"] for r in out.records)
