@@ -288,3 +288,14 @@ def test_real_run_plans_and_refines(ikat2023, passages_index, tmp_path):
     manifest = json.loads(out.manifest_file.read_text())
     assert manifest["plan"]["turns"] == 2 and manifest["plan"]["turns_with_ptkb"] == sum(planned)
     assert manifest["evidence_refinement"]["llm_calls"] == sum(r.evidence["llm_calls"] for r in out.records)
+
+
+@pytest.mark.parametrize(("output", "sources"), [
+    ("[SOURCE] PTKB, PASSAGES [EOS]", ["ptkb", "passages"]), ("[SOURCE] null [EOS]", []), ("PTKB", ["ptkb"]),
+    ("\n  [SOURCE] PASSAGES\nmore text", ["passages"]), ("[SOURCE] PASSAGES, PTKB [EOS]", None),
+    ("PTKB and passages", None), ("The user needs: PTKB", None), ("", None), ("[SOURCE] [EOS]", None),
+])
+def test_plan_parser_is_strict(output, sources):
+    from ikatkit.llm.parse import parse_sources
+
+    assert parse_sources(output) == sources
