@@ -96,7 +96,7 @@ def main() -> None:
     train, test = load_topics(args.data / "train_topics.json"), load_topics(args.data / "test_topics.json")
     if args.test_conversations:
         test = test.subset(args.test_conversations)
-    nist = load_qrels(args.data / "ptkb_qrels.nist.txt")
+    nist = {q: judged for q, judged in load_qrels(args.data / "ptkb_qrels.nist.txt").items() if q in test.qids}
     index = args.index or build_provenance_index(args.data, args.cache / "index894")
     ranker = make_ranker("bi-encoder", "bundled:minilm", cache_dir=str(args.cache / "embeddings"))
     report: dict[str, Any] = {"queries": args.queries}
