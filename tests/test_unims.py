@@ -141,7 +141,7 @@ def evidence_record() -> TurnRecord:
 def test_refinement_drops_the_rejected_item_and_regenerates_once():
     llm = ScriptedLLM(lambda prompt: "second response about tofu")
     stage = RefineEvidence(llm, Texts(), alpha=1, rounds=1)
-    stage.consistency = lambda responses, texts: [0.0 if t == PASSAGES["d:1"] else 0.9 for t in texts]
+    stage.consistency = lambda responses, texts, queries: [0.0 if t == PASSAGES["d:1"] else 0.9 for t in texts]
     record = stage.transform([evidence_record()])[0]
     assert len(llm.prompts) == 1 and record.response == "second response about tofu"
     assert record.used == ["d:0", "d:2", "d:3"] and record.ptkb_used == ["1", "2"]  # d:1 out, the next passage in
@@ -158,7 +158,7 @@ def test_refinement_drops_the_rejected_item_and_regenerates_once():
 def test_refinement_replaces_a_statement_then_runs_out_of_novel_items():
     llm = ScriptedLLM(lambda prompt: f"response {len(llm.prompts)} here")
     stage = RefineEvidence(llm, Texts(), alpha=1, rounds=3)
-    stage.consistency = lambda responses, texts: [0.5 if t in PTKB.values() else 1.0 for t in texts]
+    stage.consistency = lambda responses, texts, queries: [0.5 if t in PTKB.values() else 1.0 for t in texts]
     record = evidence_record()
     stage.transform([record])
     # the lowest statement goes each round (its next one comes in) until the PTKB ranking has no novel statement
@@ -168,7 +168,7 @@ def test_refinement_replaces_a_statement_then_runs_out_of_novel_items():
     assert record.evidence["stopped"] == "no novel evidence in round 3" and record.response == "response 2 here"
     rejected = ScriptedLLM(lambda prompt: "")
     stage = RefineEvidence(rejected, Texts(), rounds=2)
-    stage.consistency = lambda responses, texts: [0.5] * len(texts)
+    stage.consistency = lambda responses, texts, queries: [0.5] * len(texts)
     record = stage.transform([evidence_record()])[0]  # a rejected regeneration keeps response and evidence
     assert record.response == "first response" and record.used == ["d:0", "d:1", "d:2"]
     assert record.ptkb_used == ["1", "2"] and record.evidence["stopped"] == "regenerated response rejected in round 1"
@@ -182,6 +182,7 @@ CONFIG = "configs/rtg_unims.toml"
     ('planner = "threshold"', 'planner = "always"', "stages[4].ptkb_threshold", "only read by the threshold"),
     ("alpha = 1 ", "alpha = 0 ", "stages[6].alpha", "alpha = 0 must be an integer >= 1"),
     ('consistency = "embedding"', 'consistency = "nli"', "stages[6].consistency", "unknown consistency scorer"),
+    ("rounds = 1 ", "rounds = -1 ", "stages[6].rounds", "rounds = -1 must be an integer >= 0"),
     ('passage_similarity = "cosine"\n\n', 'passage_similarity = "bm25"\n\n', "stages[5].passage_similarity",
      "unknown similarity mapping"),
 ])
@@ -299,3 +300,14 @@ def test_plan_parser_is_strict(output, sources):
     from ikatkit.llm.parse import parse_sources
 
     assert parse_sources(output) == sources
+
+
+def test_llm_judge_consistency_reuses_the_response_evaluation_judge():
+    labels = {PASSAGES["d:0"]: "support", PASSAGES["d:1"]: "I cannot tell", PASSAGES["d:2"]: "partial_support"}
+    llm = ScriptedLLM(lambda prompt: next((v for k, v in labels.items() if f"### Nugget:\n{k}" in prompt), "not_support"))
+    stage = RefineEvidence(llm, Texts(), consistency="llm", rounds=0)
+    record = evidence_record()
+    values = stage.consistency([record.response] * 3, [PASSAGES[p] for p in record.used], [record.query] * 3)
+    assert values == [1.0, 0.0, 0.5] and llm.stats["parse_fallbacks"] == 1  # unparsable: not_support, counted
+    assert "### Question:\nWhat can I cook tonight?" in llm.prompts[0] and "### Response:\nfirst response" in llm.prompts[0]
+    assert stage.transform([record])[0].evidence["stopped"] == "0 rounds done" and record.response == "first response"

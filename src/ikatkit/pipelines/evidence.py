@@ -4,7 +4,9 @@
 ``ptkb_used`` and the passages ``used``) by similarity x consistency: similarity is the item's ranker score mapped
 to [0, 1] (``ptkb_similarity`` / ``passage_similarity``: :mod:`ikatkit.pipelines.similarity`), consistency the
 embedding cosine of the item with the current response (the response-evaluation module's :class:`ikatkit.evaluate.responses.Embedder`), mapped to [0, 1] as
-(c + 1) / 2. The ``alpha`` lowest-scoring items are taken out and each is replaced by the next novel item of its
+(c + 1) / 2; or, with ``consistency = "llm"``, the response evaluation's LLM judge (:class:`ikatkit.evaluate.responses.
+nuggets.LlmMatcher`, prompt ``nugget_support``: the item as the nugget; support 1, partial 0.5, not / unparsable 0,
+counted as the LLM's fallbacks). The ``alpha`` lowest-scoring items are taken out and each is replaced by the next novel item of its
 source (the next statement of the PTKB ranking, the next passage of the passage ranking; an item once taken out
 never returns); then the response is regenerated from the new evidence with the respond stage's prompt, up to
 ``rounds`` rounds. A round that finds no novel item stops the loop without regenerating; a regenerated response
@@ -20,8 +22,8 @@ from typing import Any
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.record import TurnRecord
 
-CONSISTENCY = ("embedding",)
-Consistency = Callable[[Sequence[str], Sequence[str]], list[float]]
+CONSISTENCY = ("embedding", "llm")
+Consistency = Callable[[Sequence[str], Sequence[str], Sequence[str]], list[float]]  # responses, items, queries
 
 
 class RefineEvidence:
@@ -42,7 +44,7 @@ class RefineEvidence:
         self.max_words = max_words
         self.embedding_model = embedding_model
         self._embedder: Any = None
-        self.consistency: Consistency = self.embedding_consistency
+        self.consistency: Consistency = self.llm_consistency if consistency == "llm" else self.embedding_consistency
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
@@ -62,13 +64,22 @@ class RefineEvidence:
                             fix=f"use one of {CONSISTENCY}")
         check_mappings(options)
 
-    def embedding_consistency(self, responses: Sequence[str], evidence: Sequence[str]) -> list[float]:
+    def embedding_consistency(self, responses: Sequence[str], evidence: Sequence[str],
+                              queries: Sequence[str]) -> list[float]:
         """(cosine + 1) / 2 of each response with its evidence item (the response evaluation's embedder)."""
         if self._embedder is None:
             from ikatkit.evaluate.responses import Embedder
 
             self._embedder = Embedder(self.embedding_model)
         return [(c + 1) / 2 for c in self._embedder.similarity(list(responses), list(evidence))]
+
+    def llm_consistency(self, responses: Sequence[str], evidence: Sequence[str], queries: Sequence[str]) -> list[float]:
+        """The response evaluation's LLM judge: does the response support the item (1 / 0.5 / 0)."""
+        from ikatkit.evaluate.responses.data import Nugget
+        from ikatkit.evaluate.responses.nuggets import LlmMatcher
+
+        nuggets = [[Nugget("evidence", text, 1)] for text in evidence]
+        return [values[0] for values in LlmMatcher(self.llm).support(list(responses), nuggets, list(queries))]
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -103,8 +114,8 @@ class RefineEvidence:
         from ikatkit.pipelines.stages import _chat, evidence_variables
 
         items = [self._items(r) for r in records]
-        pairs = [(r.response, text) for r, its in zip(records, items) for _, _, text, _ in its]
-        consistency = iter(self.consistency([a for a, _ in pairs], [b for _, b in pairs]) if pairs else [])
+        rows = [(r.response, text, r.query or r.utterance) for r, its in zip(records, items) for _, _, text, _ in its]
+        consistency = iter(self.consistency(*map(list, zip(*rows))) if rows else [])
         changed, previous = [], []
         for record, its in zip(records, items):
             scored = [{"source": s, "id": i, "similarity": round(sim, 6), "consistency": round(next(consistency), 6)}
