@@ -214,6 +214,7 @@ def test_gpt_variant_loads():
 
 E2E = """name = "unims-e2e"
 batch_size = 2
+threads = 1
 
 [resources.llm]
 kind = "llm"
