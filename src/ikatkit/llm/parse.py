@@ -54,3 +54,19 @@ def parse_support(output: str) -> float | None:
             return SUPPORT_LABELS[label]
     first = re.findall(r"[a-z]+", output.lower())[:1]
     return {"yes": 1.0, "partially": 0.5, "no": 0.0}.get(first[0]) if first else None
+
+
+SOURCES = ("ptkb", "passages")
+_PLAN = re.compile(r"(\[SOURCE\]\s*)?(NULL|PTKB|PASSAGES|PTKB\s*,\s*PASSAGES)(\s*\[EOS\])?", re.I)
+
+
+def parse_sources(output: str) -> list[str] | None:
+    """The sources of a source-planning output in UniMS-RAG's tokens, strictly: its first non-empty line must be
+    ``[SOURCE] NULL|PTKB|PASSAGES|PTKB, PASSAGES [EOS]`` (markers optional, any case) and nothing else. NULL is
+    ``[]``; anything else is ``None`` (the caller falls back and counts it)."""
+    line = next((line.strip() for line in output.splitlines() if line.strip()), "")
+    match = _PLAN.fullmatch(line)
+    if not match:
+        return None
+    named = match.group(2).upper()
+    return [source for source in SOURCES if source.upper() in named]

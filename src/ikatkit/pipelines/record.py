@@ -17,7 +17,9 @@ class TurnRecord:
     stage, an LLM output the guards (``ikatkit.llm.guards``) refused; ``notes`` says what was used instead.
     ``history_ids`` are the query ids of the ``history`` turns and ``history_provenance`` their ``response_provenance`` (gold
     data, like ``provenance``, the turn's own); ``context_ids`` are the previous turns ``select_context``
-    kept (``None`` when it did not run) and ``context_trace`` its decisions.
+    kept (``None`` when it did not run) and ``context_trace`` its decisions. ``sources`` is the source plan
+    (``plan_sources``; see :meth:`uses`), ``ptkb_used`` the PTKB keys the response prompt carried (as ``used``
+    names its passages).
     """
 
     qid: str
@@ -47,6 +49,10 @@ class TurnRecord:
     partitions: list[int] = field(default_factory=list)  # select_partition: the partitions retrieve searches
     memory: str = ""  # refine_memory: the condensed passages respond answers from ("" = the passages themselves)
     memory_trace: dict[str, Any] = field(default_factory=dict)  # refine_memory: every candidate and the choice
+    sources: list[str] | None = None  # plan_sources: "ptkb" / "passages" the response needs ([] = NULL; None = all)
+    plan: dict[str, Any] = field(default_factory=dict)  # plan_sources: planner, scores, decision, fallback
+    ptkb_used: list[str] = field(default_factory=list)  # respond / refine_evidence: the statements in the prompt
+    evidence: dict[str, Any] = field(default_factory=dict)  # refine_evidence: the trace of its rounds
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:
@@ -69,6 +75,10 @@ class TurnRecord:
     def retrieval_queries(self) -> list[str]:
         """Generated queries (GtR) if any, else the single query."""
         return self.queries or [self.query or self.utterance]
+
+    def uses(self, source: str) -> bool:
+        """Whether the source plan lets the response use ``source`` ("ptkb" or "passages"); no plan: every source."""
+        return self.sources is None or source in self.sources
 
     def ptkb_texts(self) -> list[str]:
         return [self.ptkb_all[key] for key, _ in self.ptkb if key in self.ptkb_all]

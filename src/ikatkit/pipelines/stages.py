@@ -351,24 +351,58 @@ class GenerateQueries:
         return records
 
 
+def check_mappings(options: dict[str, Any]) -> None:
+    """``ptkb_similarity`` and ``passage_similarity`` name mappings of :mod:`ikatkit.pipelines.similarity`."""
+    from ikatkit.pipelines.similarity import MAPPINGS
+
+    for key in ("ptkb_similarity", "passage_similarity"):
+        if options.get(key, "cosine") not in MAPPINGS:
+            raise IkatError(f"unknown similarity mapping {key} = {options[key]!r}", where=key,
+                            fix=f"use one of {MAPPINGS} (cosine: bi-encoder, sigmoid: cross-encoder, minmax: BM25)")
+
+
+def evidence_variables(record: TurnRecord, similarity: tuple[str, str] | None = None) -> dict[str, Any]:
+    """Prompt variables of a response from the record's evidence: the statements ``ptkb_used`` and the passages
+    ``used`` names. With ``similarity`` (the mappings of :mod:`ikatkit.pipelines.similarity` of the PTKB and the
+    passage scores) each carries its similarity token from its score in its ranking: ``(similarity 0.8) text``."""
+    keys = [key for key in record.ptkb_used if key in record.ptkb_all]
+    ptkb = [record.ptkb_all[key] for key in keys]
+    passages = [record.passage_texts.get(pid, "") for pid in record.used]
+    if record.memory:  # refine_memory: the condensed passages replace them (no ranker score: no token)
+        passages = [record.memory]
+    elif similarity:
+        from ikatkit.pipelines.similarity import token, unit_scores
+
+        own, ranked = unit_scores(record.ptkb, similarity[0]), unit_scores(record.ranking, similarity[1])
+        ptkb = [f"(similarity {token(own.get(k, 0.0))}) {t}" for k, t in zip(keys, ptkb)]
+        passages = [f"(similarity {token(ranked.get(pid, 0.0))}) {t}" for pid, t in zip(record.used, passages)]
+    return dict(_context(record), ptkb=ptkb, passages=passages)
+
+
 class Respond:
-    """The response from the top ``passages`` passages (marked used) and the selected PTKB statements.
+    """The response from the top ``passages`` passages (marked used) and the top ``ptkb`` PTKB statements
+    (``ptkb_used``), as the source plan allows (``plan_sources``: a source it rules out is left out of the prompt).
 
     ``task`` names the prompt (``rtg_response``, ``gtr_response``); ``extractive`` answers with the top
     passage's text instead of calling an LLM (a retrieval-only baseline). An LLM output the guards reject
     (empty, the prompt template echoed, a sentence repeated) falls back to the top passage too, noted on the
-    record. Responses are cut to ``max_words`` (the track trims at 250). After ``refine_memory`` the LLM reads
-    the turn's refined memory instead of the passages (still marked used: the memory condenses them).
+    record. Responses are cut to ``max_words`` (the track trims at 250). ``similarity_tokens`` writes each
+    statement's and passage's ranker score into the prompt as UniMS-RAG's similarity token (0.1 ... 1.0), mapped
+    to [0, 1] by ``ptkb_similarity`` / ``passage_similarity`` (cosine: bi-encoder, sigmoid: cross-encoder,
+    minmax: BM25; :mod:`ikatkit.pipelines.similarity`). After ``refine_memory`` the
+    LLM reads the turn's refined memory instead of the passages (still marked used: the memory condenses them).
     """
 
     name = "respond"
     requires: tuple[str, ...] = ("ranking",)
-    provides: tuple[str, ...] = ("used", "passage_texts", "response")
+    provides: tuple[str, ...] = ("used", "ptkb_used", "passage_texts", "response")
 
     def __init__(self, searcher: Any, llm: Any | None = None, task: str = "rtg_response", passages: int = 3,
-                 ptkb: int = 3, max_words: int = 250) -> None:
+                 ptkb: int = 3, max_words: int = 250, similarity_tokens: bool = False,
+                 ptkb_similarity: str = "cosine", passage_similarity: str = "cosine") -> None:
         self.llm, self.texts, self.task = llm, searcher.texts, task
         self.passages, self.ptkb, self.max_words = passages, ptkb, max_words
+        self.similarity = (ptkb_similarity, passage_similarity) if similarity_tokens else None
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
@@ -381,33 +415,41 @@ class Respond:
         if task != "extractive" and options.get("llm") is None:
             raise IkatError(f"task {task!r} needs an LLM and the config declares none",
                             fix='declare one ([resources.llm] kind = "llm") or use task = "extractive"')
+        check_mappings(options)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         from ikatkit.llm.guards import check_response
 
         for record in records:
-            record.used = [pid for pid, _ in record.ranking[: self.passages]]
-            record.passage_texts = self.texts(record.used)
+            top = [pid for pid, _ in record.ranking[: self.passages]]
+            record.used = top if record.uses("passages") else []
+            record.ptkb_used = [k for k, _ in record.ptkb if k in record.ptkb_all][: self.ptkb] if record.uses(
+                "ptkb") else []
+            record.passage_texts = self.texts(top[:1] if not record.used else record.used)
         if self.task == "extractive":
-            outputs = [r.passage_texts.get(r.used[0], "") if r.used else "" for r in records]
+            outputs = [_top_text(r) for r in records]
         else:
-            variables = [dict(_context(r), ptkb=r.ptkb_texts()[: self.ptkb],
-                              passages=[r.memory] if r.memory else [r.passage_texts.get(pid, "") for pid in r.used])
-                         for r in records]
-            outputs = _chat(self.llm, self.task, variables)
+            outputs = _chat(self.llm, self.task, [evidence_variables(r, self.similarity) for r in records])
         for record, output in zip(records, outputs):
             problem = check_response(output) if self.task != "extractive" else None
             if problem:
                 _reject(record, self.llm, self.name, output, f"{problem}: top passage used")
-                output = record.passage_texts.get(record.used[0], "") if record.used else ""
+                output = _top_text(record)
             record.response = " ".join(output.split()[: self.max_words])
         return records
 
 
+def _top_text(record: TurnRecord) -> str:
+    """The text of the top-ranked passage (the extractive response and the guards' fallback)."""
+    return record.passage_texts.get(record.ranking[0][0], "") if record.ranking else ""
+
+
 from ikatkit.partition.memory import RefineMemory  # noqa: E402  (stages in their own modules)
+from ikatkit.pipelines.evidence import RefineEvidence  # noqa: E402
+from ikatkit.pipelines.plan import PlanSources  # noqa: E402
 from ikatkit.pipelines.refine import RefineResponse  # noqa: E402
 
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
                                                      ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
                                                      GenerateQueries, Respond, SelectContext, ContextQuery, RefineResponse,
-                                                     SelectPartition, RefineMemory)}
+                                                     SelectPartition, RefineMemory, PlanSources, RefineEvidence)}
