@@ -223,7 +223,7 @@ stage = "respond"
     ("k = 0", r"stages\[2\]\.k, line 18\): k = 0 is below 1"),
     ("metric = \"BLEU\"", r"stages\[2\]\.metric, line 18\): metric 'BLEU' is not a reference measure"),
     ("min_gain = 2.0", r"stages\[2\]\.min_gain, line 18\): min_gain = 2.0 is outside"),
-    ("k = 3\ntemperature = 0.0", r"stages\[2\]\.temperature, line 19\): k > 1 candidate memories need sampling"),
+    ("k = 3\ntemperature = 0.0", r"stages\[2\]\.temperature, line 19\): k > 1 candidates need sampling"),
     ("selector = \"\"", r"stages\[2\]\.selector, line 17\): refine_memory needs selector"),
 ])
 def test_bad_options_are_one_error_naming_the_line(tmp_path, option, message):

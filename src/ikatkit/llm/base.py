@@ -17,6 +17,18 @@ SAMPLING_PARAMETERS = ("top_k", "top_p", "seed")
 log = logging.getLogger(__name__)
 
 
+def check_sampling(options: dict[str, Any], count: str, default_count: int) -> None:
+    """A stage's sampling options in range: ``count`` (e.g. ``n``) candidates above one need temperature > 0,
+    ``top_p`` in (0, 1], ``top_k`` >= 0; one IkatError whose ``where`` is the option's key."""
+    if options.get(count, default_count) > 1 and options.get("temperature", 0.7) <= 0:
+        raise IkatError(f"{count} > 1 candidates need sampling", where="temperature",
+                        fix="set temperature > 0 (e.g. 0.7)")
+    if not 0 < options.get("top_p", 1.0) <= 1:
+        raise IkatError(f"top_p = {options['top_p']} is outside (0, 1]", where="top_p", fix="set top_p in (0, 1]")
+    if options.get("top_k", 50) < 0:
+        raise IkatError(f"top_k = {options['top_k']} is negative", where="top_k", fix="set top_k >= 0 (0 = off)")
+
+
 def cut_at_stop(text: str, stop: list[str] | tuple[str, ...]) -> str:
     """``text`` before the first occurrence of any ``stop`` string, stripped."""
     ends = [text.find(s) for s in stop if s and s in text]

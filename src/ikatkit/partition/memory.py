@@ -36,6 +36,7 @@ import numpy as np
 
 from ikatkit.atomic import write_json
 from ikatkit.errors import IkatError
+from ikatkit.llm.base import check_sampling
 
 if TYPE_CHECKING:  # the pipelines package imports this module to register the stage
     from ikatkit.pipelines.record import TurnRecord
@@ -166,12 +167,7 @@ class RefineMemory:
         for key, low in (("k", 1), ("passages", 1), ("max_new_tokens", 1), ("max_words", 1), ("rounds", 1)):
             if key in options and options[key] < low:
                 fail(key, f"{key} = {options[key]} is below {low}", f"set {key} = {low} or more")
-        if options.get("k", 3) > 1 and options.get("temperature", 0.7) <= 0:
-            fail("temperature", "k > 1 candidate memories need sampling", "set temperature > 0 (e.g. 0.7)")
-        if not 0 < options.get("top_p", 1.0) <= 1:
-            fail("top_p", f"top_p = {options['top_p']} is outside (0, 1]", "set top_p in (0, 1]")
-        if options.get("top_k", 50) < 0:
-            fail("top_k", f"top_k = {options['top_k']} is negative", "set top_k >= 0 (0 = off)")
+        check_sampling(options, "k", 3)
         if not -1 <= options.get("min_gain", 0.0) <= 1:
             fail("min_gain", f"min_gain = {options['min_gain']} is outside [-1, 1]",
                  "set min_gain in [-1, 1] (0: use a candidate only when it is predicted to beat the passages)")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.llm.base import check_sampling
 from ikatkit.pipelines.record import TurnRecord
 
 PRINCIPLES = ("specificity", "faithfulness", "relevance")
@@ -114,12 +115,7 @@ class RefineResponse:
             fail("n", f"n = {options['n']}: best-of-N needs at least one candidate", "set n = 1 or more")
         if options.get("iterations", 2) < 0:
             fail("iterations", f"iterations = {options['iterations']} is negative", "set iterations = 0 or more")
-        if options.get("n", 4) > 1 and options.get("temperature", 0.7) <= 0:
-            fail("temperature", "n > 1 candidates need sampling", "set temperature > 0 (the paper: 0.7)")
-        if not 0 < options.get("top_p", 1.0) <= 1:
-            fail("top_p", f"top_p = {options['top_p']} is outside (0, 1]", "set top_p in (0, 1]")
-        if options.get("top_k", 50) < 0:
-            fail("top_k", f"top_k = {options['top_k']} is negative", "set top_k >= 0 (0 = off)")
+        check_sampling(options, "n", 4)
         if not 0 <= options.get("improvement_threshold", 0.5) < 1:
             fail("improvement_threshold", f"improvement_threshold = {options['improvement_threshold']} is outside "
                  "[0, 1)", "set λ in [0, 1): the weights are normalized to sum 1 (the paper: 0.5)")
