@@ -27,15 +27,11 @@ def provenance_qrels(topics) -> dict[str, dict[str, int]]:  # noqa: ANN001
 
 def figures(ranker, topics, kind: str, qrels, turns: int, weight: float) -> dict[str, float]:  # noqa: ANN001
     from ikatkit.evaluate.ptkb import evaluate_ptkb
-    from ikatkit.rank import rank_ptkb
+    from ikatkit.rank.standalone import rank_topics_ptkb
 
-    queries, raw = topics.queries(kind), topics.queries("raw")
-    rankings = {}
-    for qid, text in queries.items():
-        conversation, turn = topics.conversation_of(qid), topics.turn(qid)
-        history = [raw[past.qid] for past in conversation.history(turn.turn_id)][-turns:]
-        rankings[qid] = dict(rank_ptkb(ranker, text, dict(conversation.ptkb), history=history,
-                                       history_weight=weight))
+    rankings = {qid: dict(ranked) for qid, ranked in rank_topics_ptkb(
+        topics, topics.queries(kind), ranker, history_turns=turns, history_weight=weight,
+        history=topics.queries("raw")).items()}
     return {m: round(v, 4) for m, v in evaluate_ptkb(rankings, qrels).mean.items()}
 
 

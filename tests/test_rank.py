@@ -8,6 +8,7 @@ import pytest
 
 from ikatkit.evaluate.ptkb import evaluate_ptkb
 from ikatkit.rank import make_ranker, rank_ptkb
+from ikatkit.rank.standalone import rank_topics_ptkb
 from ikatkit.retrieve.fusion import interleave, normalize, rrf
 from ikatkit.topics import load_topics
 
@@ -63,13 +64,9 @@ def test_bi_encoder_embeddings_persist_on_disk(tmp_path):
 def ptkb_figures(ranker, topics, kind, qrels, history_weight=0.0, turns=3, judged=98):
     """Every statement ranked against each turn's query of ``kind``, with the previous raw utterances as
     history, as the rank_ptkb stage reads them."""
-    queries, raw = topics.queries(kind), topics.queries("raw")
-    rankings = {}
-    for qid, text in queries.items():
-        conversation, turn = topics.conversation_of(qid), topics.turn(qid)
-        history = [raw[past.qid] for past in conversation.history(turn.turn_id)][-turns:]
-        rankings[qid] = dict(rank_ptkb(ranker, text, dict(conversation.ptkb), history=history,
-                                       history_weight=history_weight))
+    rankings = {qid: dict(ranked) for qid, ranked in rank_topics_ptkb(
+        topics, topics.queries(kind), ranker, history_turns=turns, history_weight=history_weight,
+        history=topics.queries("raw")).items()}
     result = evaluate_ptkb(rankings, qrels)
     assert len(result.evaluated) == judged
     return result.mean

@@ -37,10 +37,12 @@ def rerank_run(run: Run, queries: dict[str, str], ranker: Ranker, texts: Callabl
 
 
 def rank_topics_ptkb(topics: Topics, queries: dict[str, str], ranker: Ranker, k: int | None = None,
-                     history_turns: int = 0, history_weight: float = 0.3) -> dict[str, list[tuple[str, float]]]:
+                     history_turns: int = 0, history_weight: float = 0.3,
+                     history: dict[str, str] | None = None) -> dict[str, list[tuple[str, float]]]:
     """``{qid: [(ptkb key, score), ...]}``: each turn's conversation PTKB ranked against its query with
-    :func:`rank_ptkb`; the history is the previous ``history_turns`` queries of the conversation (of the same
-    kind: raw utterances for raw queries, resolved ones for manual queries)."""
+    :func:`rank_ptkb`; the history is the previous ``history_turns`` turns' texts in ``history`` (default: the
+    queries themselves, so raw utterances for raw queries, resolved ones for manual queries; the ``rank_ptkb``
+    stage reads raw utterances whatever the query: pass ``topics.queries("raw")``)."""
     lacking = [qid for qid in topics.qids if qid not in queries]
     if lacking:
         raise IkatError(f"no query for {len(lacking)} of the {len(topics)} turns, e.g. {lacking[:3]}",
@@ -49,8 +51,8 @@ def rank_topics_ptkb(topics: Topics, queries: dict[str, str], ranker: Ranker, k:
     for conversation in topics.conversations:
         seen: list[str] = []
         for turn in conversation.turns:
-            history = seen[-history_turns:] if history_turns > 0 else []
-            rankings[turn.qid] = rank_ptkb(ranker, queries[turn.qid], dict(conversation.ptkb), k, history,
+            past = seen[-history_turns:] if history_turns > 0 else []
+            rankings[turn.qid] = rank_ptkb(ranker, queries[turn.qid], dict(conversation.ptkb), k, past,
                                            history_weight)
-            seen.append(queries[turn.qid])
+            seen.append((history or queries)[turn.qid])
     return rankings
