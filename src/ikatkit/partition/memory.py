@@ -225,9 +225,9 @@ class RefineMemory:
 
     def _embed(self) -> Any:
         if self._embedder is None:
-            from ikatkit.evaluate.responses import Embedder
+            from ikatkit.evaluate.responses import shared_embedder
 
-            self._embedder = Embedder(self.embedding_model)
+            self._embedder = shared_embedder(self.embedding_model)
         return self._embedder
 
     @staticmethod

@@ -68,9 +68,9 @@ class RefineEvidence:
                               queries: Sequence[str]) -> list[float]:
         """(cosine + 1) / 2 of each response with its evidence item (the response evaluation's embedder)."""
         if self._embedder is None:
-            from ikatkit.evaluate.responses import Embedder
+            from ikatkit.evaluate.responses import shared_embedder
 
-            self._embedder = Embedder(self.embedding_model)
+            self._embedder = shared_embedder(self.embedding_model)
         return [(c + 1) / 2 for c in self._embedder.similarity(list(responses), list(evidence))]
 
     def llm_consistency(self, responses: Sequence[str], evidence: Sequence[str], queries: Sequence[str]) -> list[float]:

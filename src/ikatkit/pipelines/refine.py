@@ -159,9 +159,9 @@ class RefineResponse:
         if not texts:
             return []
         if "embedding_passages" in self.metrics and self._embedder is None:
-            from ikatkit.evaluate.responses import Embedder
+            from ikatkit.evaluate.responses import shared_embedder
 
-            self._embedder = Embedder(self.embedding_model)
+            self._embedder = shared_embedder(self.embedding_model)
         columns = {m: METRICS[m][2](texts, passages, history, self._embedder) for m in self.metrics}
         return [{m: round(float(columns[m][i]), 6) for m in self.metrics} for i in range(len(texts))]
 

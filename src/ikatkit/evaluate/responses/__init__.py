@@ -27,7 +27,8 @@ measures=[...])`` returns an ``EvalResult`` (``evaluate_response_runs`` for seve
 
 from ikatkit.evaluate.responses.scorers import (DEFAULT_MODEL, ROUGE_TYPES, BertScore, Embedder, Scores,
                                                 citation_coverage, k_precision, model_label, rouge,
-                                                rouge_l_grounding, sentences, token_recall, tokenize)
+                                                rouge_l_grounding, sentences, shared_embedder, token_recall,
+                                                tokenize)
 
 __all__ = ["DEFAULT_MODEL", "ROUGE_TYPES", "BertScore", "Embedder", "Scores", "citation_coverage", "k_precision",
-           "model_label", "rouge", "rouge_l_grounding", "sentences", "token_recall", "tokenize"]
+           "model_label", "rouge", "rouge_l_grounding", "sentences", "shared_embedder", "token_recall", "tokenize"]

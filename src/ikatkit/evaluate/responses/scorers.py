@@ -170,8 +170,8 @@ class BertScore:
 
 class Embedder:
     """Unit-length sentence embeddings from a sentence-transformers model (``ikatkit.rank.BiEncoder``), loaded once
-    and kept by text; ``label`` names the model. New texts are encoded in batches of ``batch_size`` (4x faster
-    than one at a time on a busy CPU; a value then moves by ~1e-7 with its batch, nothing a measure sees)."""
+    and kept by text; ``label`` names the model. New texts are encoded by the bi-encoder (equal-length batches of
+    ``batch_size``, its embedding cache on disk)."""
 
     def __init__(self, model: str = DEFAULT_MODEL, device: str | None = None, batch_size: int = 32) -> None:
         from ikatkit.rank.biencoder import BiEncoder
@@ -211,6 +211,13 @@ class Embedder:
                 c = np.stack([vectors[t] for t in others])
                 out.append((q @ c.T).max(axis=1))
         return out
+
+
+@lru_cache(maxsize=4)
+def shared_embedder(model: str = DEFAULT_MODEL) -> Embedder:
+    """One :class:`Embedder` per model in a process: the pipeline stages that score with it (refine_response,
+    refine_evidence, refine_memory) share it instead of each loading the model."""
+    return Embedder(model)
 
 
 def sentences(text: str) -> list[str]:
