@@ -149,6 +149,7 @@ class Encoder:
             config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "THROUGHPUT"}
             if threads:
                 config["INFERENCE_NUM_THREADS"] = threads
+                config["ENABLE_CPU_PINNING"] = False
             self._names = list(_features(self.model, PROBE[:1]))
             openvino_model = openvino_model or export_openvino(self.model, openvino_folder(self.model))
             self._infer = openvino.Core().compile_model(str(openvino_model), "CPU", config)
