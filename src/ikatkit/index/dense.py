@@ -161,7 +161,8 @@ def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: in
     dataset = ray.data.from_items([{"path": str(texts / f"{n:05d}.parquet")} for n in pending])
     dataset = dataset.map_batches(_read_shards, batch_size=1, batch_format="numpy", num_cpus=0)
     dataset = dataset.map_batches(_EncodeBatches, fn_constructor_kwargs=dict(encoder, threads=threads),
-                                  batch_size=ROWS_PER_CALL, batch_format="numpy", concurrency=workers,
+                                  batch_size=ROWS_PER_CALL, batch_format="numpy",
+                                  compute=ray.data.ActorPoolStrategy(size=workers),
                                   num_cpus=threads, num_gpus=1 if gpus else 0)
     open_shards: dict[int, tuple[np.memmap, Path, int]] = {}
     for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
