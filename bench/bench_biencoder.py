@@ -2,7 +2,9 @@
 894 real provenance passages) against today's anchor, one text at a time with PyTorch's default threads (the
 bi-encoder before length-sorted batches), measured in the same run on the first ``--anchor-turns`` turns,
 where both start with nothing cached and must give the same rankings and the same score bits; the anchor
-also runs on one thread, to show how much of the ratio is batching and how much threads. Wall and CPU
+also runs on one thread, to show how much of the ratio is batching and how much threads; the OpenVINO
+backend (``backend = "openvino"``, 1 and 2 threads) must give the same rankings (its scores differ from
+PyTorch's in the last bits). Wall and CPU
 seconds are both reported: on a shared machine the CPU seconds depend less on the other processes. Then the
 manual bi-encoder config run twice through the CLI into fresh folders with one cache: the warm rerun must
 write byte-identical run files (goal: under 30 s).
@@ -121,6 +123,19 @@ def main() -> None:
         ours_s, ours_cpu, got = timed_cpu(lambda: [fresh.rank(q, c) for q, c, _ in subset])
         two = make_ranker("bi-encoder", "bundled:minilm", cache_dir=work / "subset-cache-2", threads=2)
         two_s, two_cpu, got_2 = timed_cpu(lambda: [two.rank(q, c) for q, c, _ in subset])
+        openvino = {}
+        for n in (1, 2):
+            ranker = make_ranker("bi-encoder", "bundled:minilm", cache_dir=work / f"subset-cache-ov{n}", threads=n,
+                                 backend="openvino")
+            wall, cpu, found = timed_cpu(lambda ranker=ranker: [ranker.rank(q, c) for q, c, _ in subset])
+            openvino[n] = found
+            results[f"openvino_{n}_thread_wall_cpu_s"] = (wall, cpu)
+            results[f"ratio_openvino_{n}_thread"] = round(anchor_s / wall, 2)
+        results.update(
+            openvino_turns_with_other_rankings=[sum([p for p, _ in a] != [p for p, _ in b] for a, b
+                                                    in zip(found, expected)) for found in openvino.values()],
+            openvino_max_score_difference=max(abs(a - b) for found in openvino.values() for ours, theirs
+                                              in zip(found, expected) for (_, a), (_, b) in zip(ours, theirs)))
         results.update(anchor_turns=len(subset), anchor_distinct_texts=len(anchor.vectors), anchor_threads=threads,
                        anchor_wall_cpu_s=(anchor_s, anchor_cpu), anchor_1_thread_wall_cpu_s=anchor_1[:2],
                        ikatkit_wall_cpu_s=(ours_s, ours_cpu), ratio=round(anchor_s / ours_s, 2),

@@ -61,6 +61,27 @@ def test_bi_encoder_embeddings_persist_on_disk(tmp_path):
     assert len(list(tmp_path.glob("*.sqlite"))) == 1
 
 
+def test_bi_encoder_openvino_backend(minilm, tmp_path):
+    """``backend = "openvino"``: PyTorch's embeddings to 1e-6, each text its own bits in any batch, and a cache
+    of its own (its bits are not PyTorch's)."""
+    import numpy as np
+
+    texts = ["I eat no meat", "I'm vegetarian.", "Which phone should I buy?", "I'm an Android user.",
+             "Lentils, beans and tofu give a vegetarian marathon runner enough protein.", "x"]
+    ov = make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path, backend="openvino")
+    torch_ranker = make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path)
+    assert ov.backend == "openvino" and ov.batch_size == 32
+    alone = {t: ov._run([t])[0] for t in texts}
+    for mixed in (texts, texts[::-1]):
+        batched = ov.encode_new(mixed)
+        assert all(np.array_equal(batched[t], alone[t]) for t in texts)
+    reference = minilm.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.abs(np.stack([alone[t] for t in texts]) - reference).max() < 1e-6
+    pairs = [("I eat no meat", t) for t in texts[1:]]
+    assert np.argsort(ov.score(pairs)).tolist() == np.argsort(torch_ranker.score(pairs)).tolist()
+    assert len(list(tmp_path.glob("*.sqlite"))) == 2
+
+
 def ptkb_figures(ranker, topics, kind, qrels, history_weight=0.0, turns=3, judged=98):
     """Every statement ranked against each turn's query of ``kind``, with the previous raw utterances as
     history, as the rank_ptkb stage reads them."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ikatkit.index.encode import choose_backend, compile_openvino, openvino_embed
 from ikatkit.models import resolve_model
 from ikatkit.paths import cache_root
 from ikatkit.rank.base import Ranker
@@ -31,12 +32,14 @@ class BiEncoder(Ranker):
     ``threads``: PyTorch threads while encoding on the CPU (restored after). One by default: on a machine
     whose cores are shared, more threads spin in OpenMP barriers (measured on 2 busy cores: 2 threads encode
     one text at a time with 7.7x the CPU time of our batches, which match one thread's one-at-a-time; see
-    bench/bench_biencoder.py). ``cache_dir``: where the embedding cache lives (default
+    bench/bench_biencoder.py). ``backend``: ``torch`` (default), ``openvino`` (the model converted as
+    ``ikatkit index dense`` does, on ``threads`` OpenVINO threads; other bits than PyTorch's, so its own cache)
+    or ``auto`` (OpenVINO where supported). ``cache_dir``: where the embedding cache lives (default
     ``$IKATKIT_CACHE/embeddings``).
     """
 
     def __init__(self, model: str, batch_size: int = 32, device: str | None = None, threads: int = 1,
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None, backend: str = "torch") -> None:
         import sentence_transformers
         import torch
         import transformers
@@ -46,10 +49,12 @@ class BiEncoder(Ranker):
         self.model_name = model
         self.model = SentenceTransformer(resolve_model(model), device=device)
         self.threads = threads if self.model.device.type == "cpu" else None
+        self.backend = choose_backend(backend, self.model)
+        self._infer = compile_openvino(self.model, self.threads) if self.backend == "openvino" else None
         tokenizer = getattr(self.model.tokenizer, "backend_tokenizer", None)
         # The thread count is part of the identity: PyTorch's CPU kernels give other bits on other thread counts.
         identity = model_digest(self.model, repr(self.model), self.model.max_seq_length, self.model.device.type,
-                                self.threads,
+                                self.threads, self.backend, self._backend_version(),
                                 tokenizer.to_str() if tokenizer is not None else type(self.model.tokenizer).__name__,
                                 torch.__version__, transformers.__version__, sentence_transformers.__version__)
         self.embeddings = EmbeddingCache(Path(cache_dir or cache_root() / "embeddings") / f"{identity[:32]}.sqlite")
@@ -68,7 +73,16 @@ class BiEncoder(Ranker):
         finally:
             torch.set_num_threads(before)
 
+    def _backend_version(self) -> str:
+        if self.backend != "openvino":
+            return ""
+        import openvino
+
+        return openvino.__version__
+
     def _run(self, texts: list[str]) -> np.ndarray:
+        if self._infer is not None:
+            return openvino_embed(self._infer, self.model, texts)
         with self._threads():
             return self.model.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
                                      show_progress_bar=False)
