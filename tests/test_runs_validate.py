@@ -10,7 +10,7 @@ import json
 import math
 
 import pytest
-from runs_gold import gold_run
+from runs_gold import gold_run, turns_in_file
 
 from ikatkit.cli import main
 from ikatkit.runs.io import write_run
@@ -39,17 +39,8 @@ def real_topics(ikat2023):
     return load_topics(ikat2023 / "test_topics.json")
 
 
-def _turns_in_file(topics_file):
-    """(turn id, has PTKB provenance) for each turn, read from the topics JSON itself (not via load_topics)."""
-    turns = []
-    for conversation in json.loads(topics_file.read_text()):
-        for turn in conversation["turns"]:
-            turns.append((f"{conversation['number']}_{turn['turn_id']}", bool(turn.get("ptkb_provenance"))))
-    return turns
-
-
 def test_gold_run_warns_once_per_turn_without_ptkb_provenance(topics_file, topics):
-    turns = _turns_in_file(topics_file)
+    turns = turns_in_file(topics_file)
     assert topics.qids == [qid for qid, _ in turns]
     no_ptkb = [qid for qid, has in turns if not has]
     report = validate_run(gold_run(topics), topics)
@@ -250,7 +241,7 @@ def test_a_run_without_any_passage_is_rejected(topics, topics_file):
         turn.responses[0].passages = []
     report = validate_run(run, topics)
     assert [p.code for p in report.errors] == ["empty-run"]
-    assert report.find("no-passages")[0].count == len(topics) == len(_turns_in_file(topics_file))
+    assert report.find("no-passages")[0].count == len(topics) == len(turns_in_file(topics_file))
     run.turns[5].responses[0].passages = [PassageRef(P, 1.0, used=True)]
     assert validate_run(run, topics).find("empty-run") == []
 
