@@ -11,7 +11,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "ikat"
-IKAT_2023 = Path(os.environ.get("IKAT_DATA", SHARED)) / "2023"
+IKAT_DATA = Path(os.environ.get("IKAT_DATA", SHARED))
+IKAT_2023 = IKAT_DATA / "2023"
+NUGGETS_2024 = IKAT_DATA / "2024-nuggets"
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +22,14 @@ def ikat2023() -> Path:
     if not (IKAT_2023 / "test_topics.json").exists():
         pytest.skip(f"real iKAT data not found at {IKAT_2023} (set IKAT_DATA)")
     return IKAT_2023
+
+
+@pytest.fixture(scope="session")
+def nuggets_2024() -> Path:
+    """The folder with the iKAT 2024 nuggets and responses (beside 2023; IKAT_DATA turns it off too)."""
+    if not (NUGGETS_2024 / "gold_nuggets_human.json").exists():
+        pytest.skip(f"2024 nugget data not found at {NUGGETS_2024} (set IKAT_DATA)")
+    return NUGGETS_2024
 
 
 @pytest.fixture(scope="session")

@@ -128,17 +128,6 @@ def test_embedding_similarity_and_citation_coverage(pairs_2023, embedder):
 
 # ---------------------------------------------------------------- nuggets, readers, evaluation, CLI, compare
 
-NUGGETS_2024 = "2024-nuggets"
-
-
-@pytest.fixture(scope="session")
-def nuggets_2024(ikat2023):
-    folder = ikat2023.parent / NUGGETS_2024
-    if not (folder / "gold_nuggets_human.json").exists():
-        pytest.skip(f"2024 nugget data not found at {folder}")
-    return folder
-
-
 def test_nugget_scores_follow_autonuggetizer():
     from ikatkit.evaluate.responses.data import Nugget
     from ikatkit.evaluate.responses.nuggets import nugget_scores

@@ -1,11 +1,14 @@
-"""Run formats on runs written from the real 2023 topics: round trips, TREC derivation, dict runs, bad files."""
+"""Run formats on runs written from the topics' ground truth: round trips, TREC derivation, dict runs, bad files.
+
+Tests taking ``topics`` run twice: on the real 2023 topics (skipped without ../shared) and on the embedded demo
+topics (always)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from runs_gold import gold_run
+from runs_gold import gold_run, turns_in_file
 
 from ikatkit.cli import main
 from ikatkit.errors import IkatError
@@ -15,18 +18,31 @@ from ikatkit.runs.templates import load_template
 from ikatkit.topics import load_topics
 
 
+@pytest.fixture(scope="module", params=["ikat2023", "demo"])
+def topics_file(request):
+    """The real 2023 test topics, then the embedded demo topics."""
+    if request.param == "demo":
+        return request.getfixturevalue("demo_dir") / "topics.json"
+    return request.getfixturevalue("ikat2023") / "test_topics.json"
+
+
 @pytest.fixture(scope="module")
-def topics(ikat2023):
-    return load_topics(ikat2023 / "test_topics.json")
+def topics(topics_file):
+    return load_topics(topics_file)
+
+
+@pytest.fixture(scope="module")
+def turns(topics_file):
+    return turns_in_file(topics_file)
 
 
 @pytest.mark.parametrize("fmt", ["2023", "2024", "2025", "trec"])
-def test_round_trip_is_lossless_and_deterministic(topics, tmp_path, fmt):
+def test_round_trip_is_lossless_and_deterministic(topics, turns, tmp_path, fmt):
     run = gold_run(topics, 2023 if fmt == "trec" else int(fmt))
     path = tmp_path / f"run.{fmt}"
     write_run(run, path, fmt, topics=topics)
     back = read_run(path, topics=topics)
-    assert len(back.turns) == 332
+    assert [t.turn_id for t in back.turns] == [qid for qid, _ in turns]
     assert back.trec_ranking() == run.trec_ranking()
     if fmt != "trec":
         assert back.run_type == "manual" and back.run_name == "gold"
@@ -37,13 +53,15 @@ def test_round_trip_is_lossless_and_deterministic(topics, tmp_path, fmt):
             assert [p.text for p in theirs.responses[0].ptkb] == [p.text for p in mine.responses[0].ptkb]
             assert [(p.id, p.used) for p in theirs.responses[0].passages] == \
                    [(p.id, p.used) for p in mine.responses[0].passages]
-    assert [p.key for p in back.turn("9-1_1").responses[0].ptkb] == ([] if fmt == "trec" else ["5", "4", "2"])
+    first, keys = turns[0]
+    assert [p.key for p in back.turn(first).responses[0].ptkb] == ([] if fmt == "trec" else keys)
     write_run(back, tmp_path / "again", fmt, topics=topics)
     assert (tmp_path / "again").read_bytes() == path.read_bytes()
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary file
 
 
-def test_official_files_follow_the_templates(topics, tmp_path):
+def test_official_files_follow_the_templates(topics, turns, tmp_path):
+    first_turn, keys = turns[0]
     run = gold_run(topics)
     write_run(run, tmp_path / "r23.json", "2023")
     write_run(run, tmp_path / "r24.json", "2024")
@@ -58,16 +76,16 @@ def test_official_files_follow_the_templates(topics, tmp_path):
         assert load_template(year).check(data) == []
     assert "eval_response" not in r23 and r24["eval_response"] is True
     assert r23["turns"][0]["responses"][0]["ptkb_provenance"][0] == {
-        "id": "5", "text": topics.conversation_of("9-1_1").ptkb["5"], "score": 1.0}
-    assert r24["turns"][0]["responses"][0]["ptkb_provenance"] == [5, 4, 2]
-    assert len(lines) == 332 and all(load_template(2025).check(x) == [] for x in lines)
+        "id": keys[0], "text": topics.conversation_of(first_turn).ptkb[keys[0]], "score": 1.0}
+    assert r24["turns"][0]["responses"][0]["ptkb_provenance"] == [int(k) for k in keys]
+    assert len(lines) == len(turns) and all(load_template(2025).check(x) == [] for x in lines)
     first = lines[0]
     assert list(first) == list(load_template(2025).samples[0])
-    passages = run.turn("9-1_1").responses[0].passages
+    passages = run.turn(first_turn).responses[0].passages
     assert first["references"] == {p.id: p.score for p in passages}
     assert first["responses"][0]["citations"] == {p.id: p.score for p in passages[:3]}
-    statements = topics.conversation_of("9-1_1").ptkb
-    assert first["responses"][0]["ptkb_provenance"] == [statements[k] for k in ("5", "4", "2")]
+    statements = topics.conversation_of(first_turn).ptkb
+    assert first["responses"][0]["ptkb_provenance"] == [statements[k] for k in keys]
 
 
 def test_trec_run_is_derived_first_occurrence_wins(tmp_path):
@@ -120,18 +138,22 @@ def test_bad_files_give_one_clear_error(tmp_path, content, where, fix):
         assert where in str(err.value.where)
 
 
-def test_cli_convert(topics, ikat2023, tmp_path, capsys):
+def test_cli_convert(topics, turns, tmp_path, capsys):
     src = tmp_path / "gold.json"
     write_run(gold_run(topics), src, "2023")
     out = tmp_path / "gold.jsonl"
     assert main(["convert", str(src), "--to", "2025", "--out", str(out), "--team-id", "uva"]) == 0
-    assert "wrote 332 turns as 2025" in capsys.readouterr().out
+    assert f"wrote {len(turns)} turns as 2025" in capsys.readouterr().out
     back = read_run(out, topics=topics)
     assert back.team_id == "uva" and back.trec_ranking() == gold_run(topics).trec_ranking()
-    assert [p.key for p in back.turn("9-1_1").responses[0].ptkb] == ["5", "4", "2"]
+    first, keys = turns[0]
+    assert [p.key for p in back.turn(first).responses[0].ptkb] == keys
+    assert main(["convert", str(tmp_path / "nope.json"), "--to", "2023", "--out", str(out)]) == 2
+
+
+def test_cli_convert_reference_run_to_trec(ikat2023, tmp_path):
     trec = tmp_path / "ref.trec"
     assert main(["convert", str(ikat2023 / "reference_run" / "splade_deberta_run.json"), "--to", "trec",
                  "--out", str(trec)]) == 0
     reference = read_run(ikat2023 / "reference_run" / "splade_deberta_run.json")
     assert len(trec.read_text().splitlines()) == sum(len(t.responses[0].passages) for t in reference.turns)
-    assert main(["convert", str(tmp_path / "nope.json"), "--to", "2023", "--out", str(out)]) == 2

@@ -1,4 +1,7 @@
-"""The validator on runs written from the real 2023 topics: the gold run passes, each broken variant is caught."""
+"""The validator on runs written from the topics' ground truth: the gold run passes, each broken variant is caught.
+
+Tests taking ``topics`` (or ``topics_file``) run twice: on the real 2023 topics (skipped without ../shared) and on the
+embedded demo topics (always); those taking ``real_topics`` check figures of the real topics only."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import json
 import math
 
 import pytest
-from runs_gold import gold_run
+from runs_gold import gold_run, turns_in_file
 
 from ikatkit.cli import main
 from ikatkit.runs.io import write_run
@@ -18,12 +21,38 @@ from ikatkit.topics import load_topics
 P = "clueweb22-en0000-00-00000:0"
 
 
+@pytest.fixture(scope="module", params=["ikat2023", "demo"])
+def topics_file(request):
+    """The real 2023 test topics, then the embedded demo topics."""
+    if request.param == "demo":
+        return request.getfixturevalue("demo_dir") / "topics.json"
+    return request.getfixturevalue("ikat2023") / "test_topics.json"
+
+
 @pytest.fixture(scope="module")
-def topics(ikat2023):
+def topics(topics_file):
+    return load_topics(topics_file)
+
+
+@pytest.fixture(scope="module")
+def real_topics(ikat2023):
     return load_topics(ikat2023 / "test_topics.json")
 
 
-def test_gold_run_is_valid_with_empty_ptkb_as_warning(topics):
+def test_gold_run_warns_once_per_turn_without_ptkb_provenance(topics_file, topics):
+    turns = turns_in_file(topics_file)
+    assert topics.qids == [qid for qid, _ in turns]
+    no_ptkb = [qid for qid, has in turns if not has]
+    report = validate_run(gold_run(topics), topics)
+    assert report.ok and report.errors == []
+    assert report.turns_of("no-ptkb") == no_ptkb
+    assert {p.code for p in report.warnings} == ({"no-ptkb"} if no_ptkb else set())
+    assert validate_run(gold_run(topics, 2025), topics).problems == []
+
+
+def test_gold_run_is_valid_with_empty_ptkb_as_warning(real_topics):
+    topics = real_topics
+    assert len(topics) == 332
     report = validate_run(gold_run(topics), topics)
     assert report.ok and report.errors == []
     no_ptkb = [t.qid for t in topics if not t.ptkb_provenance]
@@ -93,7 +122,7 @@ def test_empty_run_and_unknown_turn_also_reports_the_missing_one(topics):
     run.turns[0].turn_id = "99-9_1"
     report = validate_run(run, topics)
     assert sorted(p.code for p in report.errors) == ["missing-turn", "unknown-turn"]
-    assert report.turns_of("missing-turn") == ["9-1_1"]
+    assert report.turns_of("missing-turn") == [topics.qids[0]]
     run.turns.clear()
     report = validate_run(run, topics)
     assert report.turns_of("missing-turn") == topics.qids
@@ -129,7 +158,7 @@ def test_2025_file_rules(topics, tmp_path):
     report = validate_run(_jsonl(topics, tmp_path, long_and_unknown), topics)
     assert report.ok
     assert {p.code for p in report.warnings} == {"long-response", "unknown-ptkb", "unknown-field"}
-    assert report.turns_of("unknown-ptkb") == ["9-1_1"]
+    assert report.turns_of("unknown-ptkb") == [topics.qids[0]]
 
 
 def test_file_shape_problems(topics, tmp_path):
@@ -149,7 +178,8 @@ def test_file_shape_problems(topics, tmp_path):
     assert [p.code for p in report.errors] == ["unreadable"] and "bad.json" in str(report)
 
 
-def test_passage_ids_checked_against_index_and_id_files(topics, tmp_path, passages_index, passages_jsonl):
+def test_passage_ids_checked_against_index_and_id_files(real_topics, tmp_path, passages_index, passages_jsonl):
+    topics = real_topics
     run = gold_run(topics)
     assert validate_run(run, topics, ids=passages_index).ok
     run.turns[9].responses[0].passages[0].id = "clueweb22-en9999-99-99999:0"
@@ -164,13 +194,13 @@ def test_passage_ids_checked_against_index_and_id_files(topics, tmp_path, passag
     assert report.turns_of("unknown-passage") == [topics.qids[9]]
 
 
-def test_cli_validate_exit_codes(topics, ikat2023, tmp_path, capsys):
+def test_cli_validate_exit_codes(topics, topics_file, tmp_path, capsys):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     write_run(gold_run(topics), good, "2023")
     broken = gold_run(topics)
     broken.turns[3].responses[0].passages[0].score = math.inf
     write_run(broken, bad, "2023")
-    topics_file = str(ikat2023 / "test_topics.json")
+    topics_file = str(topics_file)
     assert main(["validate", str(good), "--topics", topics_file]) == 0
     assert capsys.readouterr().out.strip().endswith("-> VALID")
     assert main(["validate", str(bad), "--topics", topics_file]) == 1
@@ -179,7 +209,8 @@ def test_cli_validate_exit_codes(topics, ikat2023, tmp_path, capsys):
     assert out.strip().endswith("-> INVALID")
 
 
-def test_cli_official_warning_limit_and_bad_id_file(topics, ikat2023, tmp_path, capsys):
+def test_cli_official_warning_limit_and_bad_id_file(real_topics, ikat2023, tmp_path, capsys):
+    topics = real_topics
     good = tmp_path / "good.json"
     write_run(gold_run(topics), good, "2023")
     topics_file = str(ikat2023 / "test_topics.json")
@@ -204,13 +235,13 @@ def test_unknown_ptkb_ids_are_errors_in_2023_as_the_organizers_abort(topics):
     assert report.turns_of("unknown-ptkb") == [topics.qids[0]]
 
 
-def test_a_run_without_any_passage_is_rejected(topics):
+def test_a_run_without_any_passage_is_rejected(topics, topics_file):
     run = gold_run(topics)
     for turn in run.turns:
         turn.responses[0].passages = []
     report = validate_run(run, topics)
     assert [p.code for p in report.errors] == ["empty-run"]
-    assert report.find("no-passages")[0].count == len(topics) == 332
+    assert report.find("no-passages")[0].count == len(topics) == len(turns_in_file(topics_file))
     run.turns[5].responses[0].passages = [PassageRef(P, 1.0, used=True)]
     assert validate_run(run, topics).find("empty-run") == []
 
@@ -232,7 +263,8 @@ ORGANIZERS = {"sample_run": (True, []), "sample_run_no_ptkb": (True, []),
 
 
 @pytest.mark.parametrize("name", sorted(ORGANIZERS))
-def test_organizers_sample_runs_get_their_verdicts(topics, name):
+def test_organizers_sample_runs_get_their_verdicts(real_topics, name):
+    topics = real_topics
     from pathlib import Path
 
     path = Path(__file__).parent / "data" / "organizers_2023" / f"{name}.json"
