@@ -32,6 +32,23 @@ def nuggets_2024() -> Path:
     return NUGGETS_2024
 
 
+@pytest.fixture(scope="module", params=["ikat2023", "demo"])
+def topics_file(request) -> Path:
+    """The real 2023 test topics, then the embedded demo topics: a test taking it runs on both (the first
+    skipped without ../shared). Modules with a ``topics_file`` of their own override it."""
+    if request.param == "demo":
+        return request.getfixturevalue("demo_dir") / "topics.json"
+    return request.getfixturevalue("ikat2023") / "test_topics.json"
+
+
+@pytest.fixture(scope="module")
+def topics(topics_file):
+    """The topics of ``topics_file``, loaded."""
+    from ikatkit.topics import load_topics
+
+    return load_topics(topics_file)
+
+
 @pytest.fixture(scope="session")
 def passages_jsonl(ikat2023, tmp_path_factory) -> Path:
     """The 894 distinct real passages as passage JSONL (id = doc_id:passage_id), first text kept."""

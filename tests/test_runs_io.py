@@ -15,20 +15,6 @@ from ikatkit.errors import IkatError
 from ikatkit.runs.io import read_run, write_run
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
 from ikatkit.runs.templates import load_template
-from ikatkit.topics import load_topics
-
-
-@pytest.fixture(scope="module", params=["ikat2023", "demo"])
-def topics_file(request):
-    """The real 2023 test topics, then the embedded demo topics."""
-    if request.param == "demo":
-        return request.getfixturevalue("demo_dir") / "topics.json"
-    return request.getfixturevalue("ikat2023") / "test_topics.json"
-
-
-@pytest.fixture(scope="module")
-def topics(topics_file):
-    return load_topics(topics_file)
 
 
 @pytest.fixture(scope="module")

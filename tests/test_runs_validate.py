@@ -21,19 +21,6 @@ from ikatkit.topics import load_topics
 P = "clueweb22-en0000-00-00000:0"
 
 
-@pytest.fixture(scope="module", params=["ikat2023", "demo"])
-def topics_file(request):
-    """The real 2023 test topics, then the embedded demo topics."""
-    if request.param == "demo":
-        return request.getfixturevalue("demo_dir") / "topics.json"
-    return request.getfixturevalue("ikat2023") / "test_topics.json"
-
-
-@pytest.fixture(scope="module")
-def topics(topics_file):
-    return load_topics(topics_file)
-
-
 @pytest.fixture(scope="module")
 def real_topics(ikat2023):
     return load_topics(ikat2023 / "test_topics.json")
