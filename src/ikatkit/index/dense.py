@@ -235,7 +235,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
     actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A finished index with the same faiss spec is left as it is; another
     spec re-indexes the kept embeddings."""
-    from ikatkit.index.encode import Encoder, choose_backend, export_openvino, load_model, openvino_folder
+    from ikatkit.index.encode import choose_backend, compile_openvino, export_openvino, load_model, openvino_folder
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -268,7 +268,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     openvino_model = None
     if backend == "openvino":  # converted here once, checked, and found in the cache by the workers of this node
         openvino_model = str(export_openvino(loaded, openvino_folder(loaded)))
-        Encoder(model, backend, openvino_model).check_against_torch()
+        compile_openvino(loaded, path=openvino_model)
     encoder = {"model": model, "backend": backend, "openvino_model": None, "batch_size": batch_size}
     workers = workers or max(1, gpus if gpus else cpus // threads)
     encode_shards(out / "texts", out / "embeddings", sizes, dimension, encoder, ray, workers, threads, gpus, progress)

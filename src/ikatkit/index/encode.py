@@ -113,14 +113,20 @@ def export_openvino(model: Any, folder: Path) -> Path:
 
 def compile_openvino(model: Any, threads: int | None = None, path: str | Path | None = None) -> Any:
     """``model``'s OpenVINO IR (``path``, else converted into the cache) compiled for the CPU in float32, on
-    ``threads`` threads (default: as OpenVINO chooses) that are not pinned to cores: pinned, two one-thread
-    processes both took core 0 (measured: each at half speed)."""
+    ``threads`` threads (default: as OpenVINO chooses) that are not pinned to cores (pinned, two one-thread
+    processes both took core 0, each at half speed); one clear error unless it embeds the probe texts as
+    PyTorch does (to 1e-4)."""
     import openvino
 
     config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "THROUGHPUT"}
     if threads:
         config.update(INFERENCE_NUM_THREADS=threads, ENABLE_CPU_PINNING=False)
-    return openvino.Core().compile_model(str(path or export_openvino(model, openvino_folder(model))), "CPU", config)
+    infer = openvino.Core().compile_model(str(path or export_openvino(model, openvino_folder(model))), "CPU", config)
+    expected = model.encode(PROBE, normalize_embeddings=True, convert_to_numpy=True)
+    if not np.allclose(np.concatenate([openvino_embed(infer, model, [text]) for text in PROBE]), expected, atol=1e-4):
+        raise IkatError("the OpenVINO conversion of this model embeds differently from PyTorch",
+                        fix='use --backend torch (index dense) or backend = "torch" (a bi-encoder resource)')
+    return infer
 
 
 def openvino_embed(infer: Any, model: Any, texts: list[str]) -> np.ndarray:
@@ -179,10 +185,3 @@ class Encoder:
             rows = order[start:start + batch_size]
             out[rows] = openvino_embed(self._infer, self.model, [texts[i] for i in rows])
         return out
-
-    def check_against_torch(self) -> None:
-        """Fail unless this backend's embeddings equal PyTorch's on probe texts (to 1e-4)."""
-        expected = self.model.encode(PROBE, normalize_embeddings=True, convert_to_numpy=True)
-        if not np.allclose(self.encode(PROBE), expected, atol=1e-4):
-            raise IkatError(f"the {self.backend} conversion of this model embeds differently from PyTorch",
-                            fix="use --backend torch for this model")

@@ -54,7 +54,7 @@ class BiEncoder(Ranker):
         tokenizer = getattr(self.model.tokenizer, "backend_tokenizer", None)
         # The thread count is part of the identity: PyTorch's CPU kernels give other bits on other thread counts.
         identity = model_digest(self.model, repr(self.model), self.model.max_seq_length, self.model.device.type,
-                                self.threads, self.backend, self._backend_version(),
+                                self.threads, *self._backend_identity(),
                                 tokenizer.to_str() if tokenizer is not None else type(self.model.tokenizer).__name__,
                                 torch.__version__, transformers.__version__, sentence_transformers.__version__)
         self.embeddings = EmbeddingCache(Path(cache_dir or cache_root() / "embeddings") / f"{identity[:32]}.sqlite")
@@ -73,12 +73,13 @@ class BiEncoder(Ranker):
         finally:
             torch.set_num_threads(before)
 
-    def _backend_version(self) -> str:
+    def _backend_identity(self) -> tuple[str, ...]:
+        """Nothing for PyTorch (its caches keep their identity), else the backend and its version."""
         if self.backend != "openvino":
-            return ""
+            return ()
         import openvino
 
-        return openvino.__version__
+        return ("openvino", openvino.__version__)
 
     def _run(self, texts: list[str]) -> np.ndarray:
         if self._infer is not None:
