@@ -730,7 +730,8 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
                    help="what the cascade scores against a group's passages: the utterance plus the group's turns "
                         "(context, the paper's) or the utterance alone; several: a row per value")
     p.add_argument("--scorer", default="bundled:minilm", help="passage-checking / coherence model")
-    p.add_argument("--scorer-kind", choices=["bi-encoder", "cross-encoder"], default="bi-encoder")
+    p.add_argument("--scorer-kind", choices=["bi-encoder", "cross-encoder", "lexical"], default="bi-encoder",
+                   help="lexical: TF-IDF cosine over --index's statistics, no model (--scorer is not read)")
     p.add_argument("--k", type=int, default=1000, help="BM25 depth")
     p.add_argument("--rerank", help="re-rank the top --rerank-depth with this model (kind: --rerank-kind)")
     p.add_argument("--rerank-kind", choices=["bi-encoder", "cross-encoder"], default="bi-encoder")
@@ -766,7 +767,12 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
             except IkatError as err:
                 raise IkatError(err.message, where=flag, fix=err.fix) from None
         scored = {"cascade", "cascade_limit", "coherence"} & set(methods)
-        scorer = make_ranker(args.scorer_kind, args.scorer) if scored else None
+        scorer = None
+        if scored:
+            from ikatkit.rank.lexical import TfidfCosine
+
+            scorer = TfidfCosine(args.index) if args.scorer_kind == "lexical" else \
+                make_ranker(args.scorer_kind, args.scorer)
         reranker = make_ranker(args.rerank_kind, args.rerank) if args.rerank else None
         llm = None
         if args.llm:

@@ -25,6 +25,7 @@ from ikatkit.pipelines.record import TurnRecord
 
 METHODS = ("all", "last", "oracle", "oracle_qrels", "cascade", "cascade_limit", "coherence")
 CHECKS = ("context", "utterance")
+SCORERS = ("ranker", "lexical")  # the scored methods' scorer: the ranker resource, or TF-IDF cosine (no model)
 GOLD_METHODS = ("oracle", "oracle_qrels")
 SCORED_METHODS = ("cascade", "cascade_limit", "coherence")
 RELEVANT = 2  # a passage judged at least this grade is relevant (binary measures, oracle_qrels)
@@ -46,6 +47,10 @@ def check_options(stage: dict[str, Any], run_type: str = "automatic") -> None:
                         fix="the scorer's score is mapped to [0, 1]; 0.5 is the paper's threshold")
     if stage.get("check", "context") not in CHECKS:
         raise IkatError(f'check = "{stage.get("check")}" is not a cascade check', fix=f"use one of {list(CHECKS)}")
+    if stage.get("scorer", "ranker") not in SCORERS:
+        raise IkatError(f"scorer = {stage.get('scorer')!r} is not a context scorer", where="scorer",
+                        fix=f'use "ranker" (the ranker resource: bi-encoder cosine, cross-encoder probability) or '
+                            f'"lexical" (TF-IDF cosine over the searched index, no model)')
     for key in ("n", "passages"):
         value = stage.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -55,6 +60,17 @@ def check_options(stage: dict[str, Any], run_type: str = "automatic") -> None:
                         fix='set run_type = "manual" at the top of the config')
     if method == "oracle_qrels" and not stage.get("qrels"):
         raise IkatError('method = "oracle_qrels" needs qrels', fix='add qrels = "path/to/qrels.txt" to the stage')
+
+
+def lexical_scorer(searcher: Any) -> Any:
+    """TF-IDF cosine over the Lucene index a BM25 ``searcher`` searches (``scorer = "lexical"``)."""
+    from ikatkit.rank.lexical import TfidfCosine
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+
+    if not isinstance(searcher, Bm25Searcher):
+        raise IkatError('scorer = "lexical" reads document frequencies from the Lucene index searched',
+                        fix='declare a bm25 resource (and name it with searcher = "..." if several searchers fit)')
+    return TfidfCosine(searcher.index)
 
 
 def unit_scorer(ranker: Any) -> Any:
@@ -172,24 +188,28 @@ class SelectContext:
 
     ``all`` keeps every previous turn; ``last`` the last ``n``; ``oracle`` those sharing a provenance document
     (``oracle_qrels``: or citing a passage the ``qrels`` judge relevant for the turn; both read gold data, so
-    manual runs only); ``cascade`` the turns of the group Algorithm 1 joins (``ranker`` scores the
+    manual runs only); ``cascade`` the turns of the group Algorithm 1 joins (the scorer scores the
     ``check`` input, ``threshold``, ``passages`` per turn from ``searcher``), ``cascade_limit`` its last ``n``; ``coherence``
-    the turns since the last cut, a cut falling where consecutive utterances' ``ranker`` score (in [0, 1])
-    is below ``threshold`` (the content-only RAG-topic baseline)."""
+    the turns since the last cut, a cut falling where consecutive utterances' score (in [0, 1]) is below
+    ``threshold`` (the content-only RAG-topic baseline). The scorer (``scorer``) is the ``ranker`` resource
+    (``"ranker"``) or TF-IDF cosine over the index ``searcher`` searches (``"lexical"``, no model:
+    :class:`~ikatkit.rank.lexical.TfidfCosine`)."""
 
     name = "select_context"
     requires: tuple[str, ...] = ()
     provides: tuple[str, ...] = ("context_ids", "context_trace")
 
     def __init__(self, method: str = "all", n: int = 6, threshold: float = 0.5, passages: int = 10,
-                 check: str = "context", qrels: str | dict[str, dict[str, int]] | None = None, ranker: Any = None,
-                 searcher: Any = None) -> None:
+                 check: str = "context", scorer: str = "ranker", qrels: str | dict[str, dict[str, int]] | None = None,
+                 ranker: Any = None, searcher: Any = None) -> None:
         check_options({"method": method, "n": n, "threshold": threshold, "passages": passages, "check": check,
-                       "qrels": qrels}, "manual")
+                       "scorer": scorer, "qrels": qrels}, "manual")
         self.method, self.n, self.threshold = method, n, threshold
+        if method in SCORED_METHODS and scorer == "lexical":
+            ranker = lexical_scorer(searcher)
         if method in SCORED_METHODS and ranker is None:
             raise IkatError(f'method = "{method}" needs a scorer', fix="declare a bi-encoder or cross-encoder "
-                            "resource and name it with ranker = \"...\"")
+                            "resource and name it with ranker = \"...\", or set scorer = \"lexical\"")
         if method.startswith("cascade") and searcher is None:
             raise IkatError(f'method = "{method}" retrieves for earlier turns', fix="declare a bm25 resource")
         self.ranker = ranker
