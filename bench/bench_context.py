@@ -3,7 +3,10 @@
 same process (models and JVM warm), and reports the ``select_context`` stage's seconds (from the run's
 manifest) as a fraction of the other stages' in the same run, beside the wall times.
 
-    python bench/bench_context.py [--index DIR] [--methods last coherence cascade_limit]
+    python bench/bench_context.py [--index DIR] [--methods last coherence cascade_limit] [--scorers ranker lexical]
+
+The scored methods (cascade, cascade_limit, coherence) run once per ``--scorers`` value: ``ranker`` (the
+all-MiniLM-L6-v2 bi-encoder resource) and ``lexical`` (TF-IDF cosine over the index, no model).
 
 Without --index it indexes the 894 real provenance passages of ../shared/ikat/2023 (as tests/conftest.py does).
 """
@@ -47,7 +50,8 @@ expand_ptkb = false
 stage = "respond"
 task = "extractive"
 """
-SELECT = '\n[[stages]]\nstage = "select_context"\nmethod = "{method}"\nthreshold = {threshold}\n'
+SELECT = '\n[[stages]]\nstage = "select_context"\nmethod = "{method}"\nthreshold = {threshold}\nscorer = "{scorer}"\n'
+SCORED = ("cascade", "cascade_limit", "coherence")
 
 
 def index_provenance(data: Path, work: Path) -> Path:
@@ -69,15 +73,17 @@ def main() -> None:
     parser.add_argument("--index", type=Path, help="an existing index (else the 894 provenance passages)")
     parser.add_argument("--methods", nargs="+", default=["last", "oracle", "coherence", "cascade_limit"])
     parser.add_argument("--threshold", type=float, default=0.5)
+    parser.add_argument("--scorers", nargs="+", choices=["ranker", "lexical"], default=["ranker", "lexical"],
+                        help="the scored methods' scorer (select_context's scorer option); a row per value")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ikatkit-bench-context-"))
     try:
         index = args.index or index_provenance(args.data, work)
         topics = args.data / "test_topics.json"
 
-        def run(name: str, method: str | None) -> tuple[float, dict[str, float]]:
+        def run(name: str, method: str | None, scorer: str = "ranker") -> tuple[float, dict[str, float]]:
             config = work / f"{name}.toml"
-            select = SELECT.format(method=method, threshold=args.threshold) if method else ""
+            select = SELECT.format(method=method, threshold=args.threshold, scorer=scorer) if method else ""
             run_type = "manual" if method in ("oracle", "oracle_qrels") else "automatic"
             config.write_text(CONFIG.format(run_type=run_type, select=select))
             seconds, outcome = timed(lambda: run_pipeline(config, topics, work / name, index=index, validate=False))
@@ -88,11 +94,13 @@ def main() -> None:
         from ikatkit.topics import load_topics
 
         report: dict[str, object] = {"turns": len(load_topics(topics)), "bm25_only_wall_s": round(anchor, 2)}
-        for method in args.methods:
-            seconds, stages = run(method, method)
+        rows = [(f"{m} ({s})" if m in SCORED else m, m, s) for m in args.methods
+                for s in (args.scorers if m in SCORED else ["ranker"])]
+        for row, method, scorer in rows:
+            seconds, stages = run(row.replace(" (", "-").rstrip(")"), method, scorer)
             select = stages.pop("select_context")
             # the stage's own time against the other stages of the same run: robust to load between runs
-            report[method] = {"wall_s": round(seconds, 2), "select_s": select, "other_stages_s": round(sum(stages.values()), 3),
+            report[row] = {"wall_s": round(seconds, 2), "select_s": select, "other_stages_s": round(sum(stages.values()), 3),
                               "select_fraction": round(select / sum(stages.values()), 4),
                               "wall_added_fraction": round((seconds - anchor) / anchor, 4)}
         report["bm25_only_again_wall_s"] = round(run("anchor-again", None)[0], 2)
