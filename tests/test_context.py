@@ -265,3 +265,38 @@ def test_context_command_evaluates_methods(ikat2023, passages_index, tmp_path, c
     saved = json.loads(data.read_text())  # strict JSON: the baseline's p-values are null, not NaN
     assert saved["agreement"]["oracle"]["precision"] == 1.0 and markdown.read_text() == result.to_markdown()
     assert {row["p"] for row in saved["results"]["all conversations"]["rows"] if row["run"] == "all"} == {None}
+
+
+@pytest.fixture(scope="session")
+def lexical(passages_index):
+    from ikatkit.rank.lexical import TfidfCosine
+
+    return TfidfCosine(passages_index)
+
+
+def test_lexical_scorer_is_scikit_learns_tfidf_cosine(lexical, passages_jsonl):
+    """TF-IDF cosine with document frequencies from the Lucene index = scikit-learn's sublinear, smoothed TF-IDF
+    fitted on the same passages (the tokens are the analyzer's in both), for pairs of indexed passages."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    texts = [json.loads(line)["contents"] for line in passages_jsonl.read_text().splitlines()]
+    assert len(texts) == 894
+    tokens = dict(zip(texts, lexical.tokens(texts)))
+    reference = TfidfVectorizer(analyzer=tokens.__getitem__, sublinear_tf=True).fit(texts)
+    pairs = [(texts[i], texts[(7 * i + 3) % 894]) for i in range(0, 894, 9)]
+    expected = cosine_similarity(reference.transform([a for a, _ in pairs]), reference.transform([b for _, b in pairs]))
+    assert lexical.score(pairs) == pytest.approx(list(expected.diagonal()), abs=1e-12)
+    assert lexical.score([(texts[0], texts[0])]) == pytest.approx([1.0])
+    assert lexical.score([("the of and", texts[0])]) == [0.0]  # stop words only: no indexed term, no vector
+    # the Java helper's tokens are Pyserini's analyzer's
+    from ikatkit.java import import_pyserini
+
+    analyzer = import_pyserini("pyserini.analysis").Analyzer(lexical.analyzer)
+    assert [analyzer.analyze(t) for t in texts[:20]] == lexical.tokens(texts[:20])
+
+
+def test_cascade_with_the_lexical_scorer_finds_the_shift(searcher, lexical):
+    turns = [(f"c_{i}", u) for i, u in enumerate(SHIFT, start=1)]
+    decisions = Cascade(searcher, lexical, threshold=0.1, passages=10, check="utterance").run(turns)
+    assert [d["group"] for d in decisions] == [0, 0, 0, 1, 1, 0]

@@ -33,6 +33,18 @@ public final class TermStats {
     return tokens.toArray(new String[0]);
   }
 
+  /**
+   * The tokens of each text joined by spaces (a token never holds whitespace): one call and one Java string per
+   * text, where a string per token would cost a conversion each in Python.
+   */
+  public static String[] analyzeAll(Analyzer analyzer, String field, String[] texts) throws IOException {
+    String[] joined = new String[texts.length];
+    for (int i = 0; i < texts.length; i++) {
+      joined[i] = String.join(" ", analyze(analyzer, field, texts[i]));
+    }
+    return joined;
+  }
+
   /** How many documents contain each term in {@code field} ({@code IndexReader.docFreq}, one term enum per segment). */
   public static int[] docFreqs(IndexReader reader, String field, String[] terms) throws IOException {
     int[] counts = new int[terms.length];

@@ -50,36 +50,42 @@ class TfidfCosine(Ranker):
         self._idf: dict[str, float] = {}
         self._vectors: dict[str, dict[str, float]] = {}
 
-    def tokens(self, text: str) -> list[str]:
-        """The analysed tokens of a text, in order."""
+    def tokens(self, texts: list[str]) -> list[list[str]]:
+        """The analysed tokens of each text, in order (one Java call for all)."""
         if self._java is not None:
-            return list(self._java.analyze(self.analyzer, FIELD, text))
-        return self._tokens.analyze(text)
+            return [joined.split() for joined in self._java.analyzeAll(self.analyzer, FIELD, texts)]
+        return [self._tokens.analyze(text) for text in texts]
 
     def idf(self, terms: Iterable[str]) -> dict[str, float]:
-        """``ln((1 + N) / (1 + df)) + 1`` of analysed terms (document frequencies looked up once per term)."""
-        terms = list(terms)
-        new = [t for t in dict.fromkeys(terms) if t not in self._idf]
+        """``ln((1 + N) / (1 + df)) + 1`` by term, at least for ``terms`` (analysed; each looked up once)."""
+        new = [t for t in terms if t not in self._idf]
         if new:
             dfs = self._java.docFreqs(self.reader, FIELD, new) if self._java is not None else \
                 [self.reader.docFreq(self._term(FIELD, t)) for t in new]
-            self._idf.update((t, math.log((1 + self.documents) / (1 + df)) + 1) for t, df in zip(new, dfs))
-        return {t: self._idf[t] for t in terms}
+            top = math.log(1 + self.documents) + 1
+            self._idf.update((t, top - math.log(1 + df)) for t, df in zip(new, dfs))
+        return self._idf
 
-    def vector(self, text: str) -> dict[str, float]:
-        """The unit-length TF-IDF vector of a text (empty when it has no term)."""
-        if text not in self._vectors:
-            counts = Counter(self.tokens(text))
-            idf = self.idf(counts)
-            weights = {t: (1 + math.log(tf)) * idf[t] for t, tf in counts.items()}
-            norm = math.sqrt(sum(w * w for w in weights.values()))
-            self._vectors[text] = {t: w / norm for t, w in weights.items()} if norm else {}
-        return self._vectors[text]
+    def vectors(self, texts: Iterable[str]) -> list[dict[str, float]]:
+        """The unit-length TF-IDF vector of each text (empty when it has no term); new texts are analysed and
+        their new terms' document frequencies looked up in one call each."""
+        texts = list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if new:
+            counts = [Counter(tokens) for tokens in self.tokens(new)]
+            idf = self.idf(sorted(set().union(*counts)))
+            for text, count in zip(new, counts):
+                terms = list(count)
+                weights = [(1 + math.log(tf)) * idf[t] for t, tf in count.items()]
+                norm = math.sqrt(sum(w * w for w in weights))
+                self._vectors[text] = dict(zip(terms, [w / norm for w in weights])) if norm else {}
+        return [self._vectors[text] for text in texts]
 
     def _score_unique(self, pairs: list[tuple[str, str]]) -> list[float]:
+        self.vectors(text for pair in pairs for text in pair)
         scores = []
         for query, text in pairs:
-            a, b = self.vector(query), self.vector(text)
+            a, b = self._vectors[query], self._vectors[text]
             if len(a) > len(b):
                 a, b = b, a
             scores.append(sum(w * b[t] for t, w in a.items() if t in b))
