@@ -214,6 +214,9 @@ def test_bad_context_options_name_the_config_line(test_topics, ikat2023, passage
     path.write_text(path.read_text().replace("threshold = 0.4", "threshold = 1.5"))
     with pytest.raises(IkatError, match=r"stages\[0\] \(select_context\)\): threshold = 1.5 is outside \[0, 1\]"):
         load_config(path)
+    path.write_text(path.read_text().replace("threshold = 1.5", 'threshold = 0.4\nscorer = "tfidf"'))
+    with pytest.raises(IkatError, match=r'stages\[0\] \(select_context\)\): scorer = "tfidf" is not a context scorer'):
+        load_config(path)
     with pytest.raises(IkatError, match='method = "oracle" reads gold provenance, so the run must be marked manual'):
         load_config(_config(tmp_path, method="oracle"))
     raw = json.loads((ikat2023 / "test_topics.json").read_text())[:1]

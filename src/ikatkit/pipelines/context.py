@@ -48,9 +48,9 @@ def check_options(stage: dict[str, Any], run_type: str = "automatic") -> None:
     if stage.get("check", "context") not in CHECKS:
         raise IkatError(f'check = "{stage.get("check")}" is not a cascade check', fix=f"use one of {list(CHECKS)}")
     if stage.get("scorer", "ranker") not in SCORERS:
-        raise IkatError(f"scorer = {stage.get('scorer')!r} is not a context scorer", where="scorer",
-                        fix=f'use "ranker" (the ranker resource: bi-encoder cosine, cross-encoder probability) or '
-                            f'"lexical" (TF-IDF cosine over the searched index, no model)')
+        raise IkatError(f'scorer = "{stage.get("scorer")}" is not a context scorer',
+                        fix='use "ranker" (the ranker resource: bi-encoder cosine, cross-encoder probability) or '
+                            '"lexical" (TF-IDF cosine over the searched index, no model)')
     for key in ("n", "passages"):
         value = stage.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
