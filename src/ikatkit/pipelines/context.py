@@ -143,6 +143,7 @@ class Cascade:
         self.check = check
         self.unit = unit_scorer(ranker)
         self._memo: dict[tuple[tuple[str, str], ...], _Cascade] = {(): _Cascade()}
+        self._texts: dict[str, str] = {}  # grounded passages' texts, fetched once
 
     def run(self, turns: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
         """The decisions for a conversation's turns ``(qid, utterance)`` in order, from the longest known prefix."""
@@ -159,7 +160,7 @@ class Cascade:
         state = previous.copy()
         queries = [" ".join([utterance, *(state.utterances[k] for k in members if self.check == "context")])
                    for members, _ in state.groups]
-        texts = self.searcher.texts([pid for _, pids in state.groups for pid in pids])
+        texts = self._texts
         keys = [(g, pid) for g, (_, pids) in enumerate(state.groups) for pid in pids if pid in texts]
         scores = self.ranker.score([(queries[g], texts[pid]) for g, pid in keys])
         best = [0.0] * len(state.groups)
@@ -174,7 +175,9 @@ class Cascade:
             state.groups.append((members, grounded))
         context = list(members)
         query = " ".join([utterance, *(state.utterances[k] for k in context)])
-        grounded.extend(h.docid for h in self.searcher.search(query, self.passages) if h.docid not in grounded)
+        found = [h.docid for h in self.searcher.search(query, self.passages) if h.docid not in grounded]
+        self._texts.update(self.searcher.texts([pid for pid in found if pid not in self._texts]))
+        grounded.extend(found)
         members.append(len(state.utterances))
         state.decisions.append({"qid": qid, "group": top if joined else len(state.groups) - 1, "joined": joined,
                                 "score": best[top] if top >= 0 else 0.0,

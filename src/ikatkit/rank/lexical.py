@@ -73,7 +73,7 @@ class TfidfCosine(Ranker):
         new = [t for t in dict.fromkeys(texts) if t not in self._vectors]
         if new:
             counts = [Counter(tokens) for tokens in self.tokens(new)]
-            idf = self.idf(sorted(set().union(*counts)))
+            idf = self.idf(set().union(*counts))
             for text, count in zip(new, counts):
                 terms = list(count)
                 weights = [(1 + math.log(tf)) * idf[t] for t, tf in count.items()]
