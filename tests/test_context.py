@@ -164,6 +164,7 @@ stage = "select_context"
 method = "{method}"
 threshold = 0.4
 passages = 3
+scorer = "{scorer}"
 
 [[stages]]
 stage = "context_query"
@@ -179,17 +180,19 @@ task = "extractive"
 """
 
 
-def _config(folder: Path, method: str = "cascade", batch: int = 16, run_type: str = "automatic") -> Path:
+def _config(folder: Path, method: str = "cascade", batch: int = 16, run_type: str = "automatic",
+            scorer: str = "ranker") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "context.toml"
-    path.write_text(PIPELINE.format(method=method, batch=batch, run_type=run_type))
+    path.write_text(PIPELINE.format(method=method, batch=batch, run_type=run_type, scorer=scorer))
     return path
 
 
-def test_cascade_run_is_deterministic_across_batches_and_resume(test_topics, passages_index, tmp_path):
+@pytest.mark.parametrize("scorer", ["ranker", "lexical"])
+def test_cascade_run_is_deterministic_across_batches_and_resume(test_topics, passages_index, tmp_path, scorer):
     topics = test_topics.subset(["13-1"])
-    whole = run_pipeline(_config(tmp_path / "a"), topics, tmp_path / "a" / "run", index=passages_index)
-    small = _config(tmp_path / "b", batch=3)
+    whole = run_pipeline(_config(tmp_path / "a", scorer=scorer), topics, tmp_path / "a" / "run", index=passages_index)
+    small = _config(tmp_path / "b", batch=3, scorer=scorer)
     with pytest.raises(IkatError, match="rerun to resume"):
         run_pipeline(small, topics, tmp_path / "b" / "run", index=passages_index, max_batches=2)
     resumed = run_pipeline(small, topics, tmp_path / "b" / "run", index=passages_index)
@@ -214,7 +217,7 @@ def test_bad_context_options_name_the_config_line(test_topics, ikat2023, passage
     path.write_text(path.read_text().replace("threshold = 0.4", "threshold = 1.5"))
     with pytest.raises(IkatError, match=r"stages\[0\] \(select_context\)\): threshold = 1.5 is outside \[0, 1\]"):
         load_config(path)
-    path.write_text(path.read_text().replace("threshold = 1.5", 'threshold = 0.4\nscorer = "tfidf"'))
+    path.write_text(path.read_text().replace("threshold = 1.5", "threshold = 0.4").replace('"ranker"', '"tfidf"'))
     with pytest.raises(IkatError, match=r'stages\[0\] \(select_context\)\): scorer = "tfidf" is not a context scorer'):
         load_config(path)
     with pytest.raises(IkatError, match='method = "oracle" reads gold provenance, so the run must be marked manual'):
