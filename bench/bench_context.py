@@ -111,9 +111,9 @@ def main() -> None:
             select = stages.pop("select_context")
             # the stage's own time against the other stages of the same run: robust to load between runs
             report[row] = {"wall_s": round(seconds, 2), "select_s": select, "other_stages_s": round(sum(stages.values()), 3),
-                              "select_fraction": round(select / sum(stages.values()), 4),
-                              "select_of_bm25_only_wall": round(select / anchor, 4),
-                              "wall_added_fraction": round((seconds - anchor) / anchor, 4)}
+                           "select_fraction": round(select / sum(stages.values()), 4),
+                           "select_of_bm25_only_wall": round(select / anchor, 4),
+                           "wall_added_fraction": round((seconds - anchor) / anchor, 4)}
         report["bm25_only_again_wall_s"] = round(run("anchor-again", None)[0], 2)
         print(json.dumps(report, indent=2))
     finally:
