@@ -4,10 +4,10 @@ Texts are analysed by Anserini's default English analyzer (Pyserini's ``get_luce
 tokens, stop words and Porter stems BM25 matches on), a term weighs ``(1 + ln tf) * idf`` with
 ``idf = ln((1 + N) / (1 + df)) + 1`` (scikit-learn's ``TfidfVectorizer(sublinear_tf=True)``; ``df`` and
 ``N`` from the index, so a term the index lacks weighs the most), and the score is the cosine of the two
-weight vectors: in [0, 1], 0 when the texts share no indexed term. Exact and deterministic; no model.
+weight vectors: in [0, 1], 0 when the texts share no term. Exact and deterministic; no model.
 
-A text's tokens and the document frequencies of its new terms come from Lucene one call each
-(``TermStats.java``, compiled with the other Java helpers); without a JDK, from Pyserini's analyzer and one
+The tokens of a batch of new texts and the document frequencies of their new terms come from Lucene in one
+call each (``TermStats.java``, compiled with the other Java helpers); without a JDK, from Pyserini's analyzer and one
 ``docFreq`` call per term (the same values, slower).
 """
 
