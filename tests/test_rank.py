@@ -186,12 +186,12 @@ def test_cross_encoder_matches_naive_predict(cross_encoder_folder, backend, tmp_
     expected = sorted(((f"p{i}", s) for i, ((q, _), s) in enumerate(zip(pairs, naive)) if q == query),
                       key=lambda item: (-item[1], item[0]))
     assert [pid for pid, _ in ranker.rank(query, candidates)] == [pid for pid, _ in expected]
-    exports = list(tmp_path.glob("onnx/*/model.onnx"))
+    exports = list(tmp_path.glob("openvino/*/model.xml"))
     assert len(exports) == (backend == "openvino")
     if exports:
         stamp = exports[0].stat().st_mtime_ns
         make_ranker("cross-encoder", cross_encoder_folder, max_length=128, device="cpu", backend=backend)
-        assert list(tmp_path.glob("onnx/*")) == [exports[0].parent] and exports[0].stat().st_mtime_ns == stamp
+        assert list(tmp_path.glob("openvino/*")) == [exports[0].parent] and exports[0].stat().st_mtime_ns == stamp
 
 
 def test_cross_encoder_dedupes_within_a_call(cross_encoder_folder, tmp_path, monkeypatch):

@@ -81,7 +81,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="own rewrites, 'qid<TAB>text' lines: a file_query stage reads them in place of the "
                         "config's query stage (raw_query, manual_query or rewrite)")
     p.add_argument("--conversations", nargs="+", help="only these conversations, e.g. 9-1 10-1")
-    p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, ONNX exports, compiled Java helpers "
+    p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, OpenVINO models, compiled Java helpers "
                                    "(default $IKATKIT_CACHE or .cache/ikatkit)")
     p.add_argument("--restart", action="store_true", help="discard checkpoints in --out and start over")
     p.add_argument("--no-validate", action="store_true", help="skip validating the written run")
@@ -91,7 +91,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         from ikatkit.pipelines.queries import use_query_file
         from ikatkit.topics import load_topics
 
-        if args.cache:  # everything cached on the way (Java helpers, ONNX exports) follows it, as $IKATKIT_CACHE
+        if args.cache:  # everything cached on the way (Java helpers, OpenVINO models) follows it, as $IKATKIT_CACHE
             os.environ["IKATKIT_CACHE"] = str(Path(args.cache).resolve())
         topics = load_topics(args.topics, args.year)
         if args.conversations:

@@ -7,5 +7,5 @@ from pathlib import Path
 
 
 def cache_root() -> Path:
-    """The cache folder (LLM outputs, compiled Java helpers, ONNX exports), absolute."""
+    """The cache folder (LLM outputs, compiled Java helpers, OpenVINO models), absolute."""
     return Path(os.environ.get("IKATKIT_CACHE", ".cache/ikatkit")).resolve()

@@ -132,10 +132,10 @@ def _read_shards(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 class _EncodeBatches:
     """A Ray Data actor: embeds the ``text`` column of each batch, keeping ``shard`` and ``row``."""
 
-    def __init__(self, model: str, backend: str, openvino_model: str | None, threads: int, batch_size: int) -> None:
+    def __init__(self, model: str, backend: str, threads: int, batch_size: int) -> None:
         from ikatkit.index.encode import Encoder
 
-        self.encoder = Encoder(model, backend, openvino_model, threads)
+        self.encoder = Encoder(model, backend, threads)
         self.batch_size = batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -235,7 +235,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
     actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A finished index with the same faiss spec is left as it is; another
     spec re-indexes the kept embeddings."""
-    from ikatkit.index.encode import choose_backend, compile_openvino, export_openvino, load_model, openvino_folder
+    from ikatkit.index.encode import choose_backend, compile_openvino, load_model
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -265,11 +265,9 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
         write_json(work, fingerprint)
     sizes = write_texts(passages, out / "texts", shard_size)
     dimension = int(loaded.get_embedding_dimension())
-    openvino_model = None
     if backend == "openvino":  # converted here once, checked, and found in the cache by the workers of this node
-        openvino_model = str(export_openvino(loaded, openvino_folder(loaded)))
-        compile_openvino(loaded, path=openvino_model)
-    encoder = {"model": model, "backend": backend, "openvino_model": None, "batch_size": batch_size}
+        compile_openvino(loaded)
+    encoder = {"model": model, "backend": backend, "batch_size": batch_size}
     workers = workers or max(1, gpus if gpus else cpus // threads)
     encode_shards(out / "texts", out / "embeddings", sizes, dimension, encoder, ray, workers, threads, gpus, progress)
     spec = auto_spec(sum(sizes), dimension) if faiss_spec == "auto" else faiss_spec

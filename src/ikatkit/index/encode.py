@@ -9,18 +9,14 @@ torch backend is the default off the CPU and for models other than Transformer +
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
-from ikatkit.paths import cache_root
+from ikatkit.openvino_export import compile_ir, export_ir, ir_folder, positional
 
 BACKENDS = ("auto", "torch", "openvino")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -68,60 +64,20 @@ def _features(model: Any, texts: list[str]) -> dict[str, np.ndarray]:
     return {name: found[name].numpy() for name in INPUTS if name in found}
 
 
-def openvino_folder(model: Any) -> Path:
-    """Where ``model``'s OpenVINO IR is kept: the cache, by a hash of its weights, config and the converter's
-    versions (on a cluster, each node converts once into its own cache)."""
-    import openvino
+def compile_openvino(model: Any, threads: int | None = None) -> Any:
+    """``model``'s transformer with its pooling as OpenVINO IR (converted once into the cache), compiled for the
+    CPU in float32 on ``threads`` threads; one clear error unless it embeds the probe texts as PyTorch does
+    (to 1e-4)."""
     import torch
-    import transformers
 
     network = model[0].auto_model
     config = {key: value for key, value in network.config.to_dict().items() if key != "_name_or_path"}
-    digest = hashlib.sha256(json.dumps([torch.__version__, transformers.__version__, openvino.__version__,
-                                        pooling_of(model), config], sort_keys=True, default=str).encode())
-    for name, tensor in network.state_dict().items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-    return cache_root() / "openvino" / digest.hexdigest()[:16]
-
-
-def export_openvino(model: Any, folder: Path) -> Path:
-    """``model`` converted to OpenVINO IR in ``folder`` (kept when already there)."""
-    import openvino
-    import torch
-
-    target = folder / "model.xml"
-    if not target.exists():
-        example = _features(model, PROBE[:2])
-        names = list(example)
-        pooled = _pooled(model[0].auto_model, names, pooling_of(model) or "mean").eval()
-        work = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-        try:
-            with torch.no_grad():
-                converted = openvino.convert_model(pooled, example_input=tuple(torch.from_numpy(example[n])
-                                                                               for n in names))
-            openvino.save_model(converted, str(work / "model.xml"), compress_to_fp16=False)  # float32 weights
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(work, folder)
-        except OSError:
-            if not target.exists():
-                raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return target
-
-
-def compile_openvino(model: Any, threads: int | None = None, path: str | Path | None = None) -> Any:
-    """``model``'s OpenVINO IR (``path``, else converted into the cache) compiled for the CPU in float32, on
-    ``threads`` threads (default: as OpenVINO chooses) that are not pinned to cores (pinned, two one-thread
-    processes both took core 0, each at half speed); one clear error unless it embeds the probe texts as
-    PyTorch does (to 1e-4)."""
-    import openvino
-
-    config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "THROUGHPUT"}
-    if threads:
-        config.update(INFERENCE_NUM_THREADS=threads, ENABLE_CPU_PINNING=False)
-    infer = openvino.Core().compile_model(str(path or export_openvino(model, openvino_folder(model))), "CPU", config)
+    example = _features(model, PROBE[:2])
+    names = list(example)
+    pooled = positional(network, names, partial(_pool, pooling_of(model) or "mean"))
+    folder = ir_folder(network, pooling_of(model), config)
+    path = export_ir(pooled, [torch.from_numpy(example[name]) for name in names], folder)
+    infer = compile_ir(path, threads)
     expected = model.encode(PROBE, normalize_embeddings=True, convert_to_numpy=True)
     if not np.allclose(np.concatenate([openvino_embed(infer, model, [text]) for text in PROBE]), expected, atol=1e-4):
         raise IkatError("the OpenVINO conversion of this model embeds differently from PyTorch",
@@ -135,40 +91,31 @@ def openvino_embed(infer: Any, model: Any, texts: list[str]) -> np.ndarray:
     return infer([features[name] for name in INPUTS if name in features])[0]
 
 
-def _pooled(transformer: Any, names: list[str], pooling: str) -> Any:
-    """A torch module from the inputs ``names`` (positional) to unit-length pooled embeddings."""
+def _pool(pooling: str, transformer: Any, features: dict[str, Any]) -> Any:
+    """Unit-length ``pooling`` (mean or cls) embeddings of ``transformer`` over ``features`` (torch tensors)."""
     import torch
 
-    class Pooled(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-            features = dict(zip(names, inputs))
-            hidden = self.transformer(**features).last_hidden_state
-            if pooling == "cls":
-                vectors = hidden[:, 0]
-            else:
-                mask = features["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(vectors, dim=-1)
-
-    return Pooled()
+    hidden = transformer(**features).last_hidden_state
+    if pooling == "cls":
+        vectors = hidden[:, 0]
+    else:
+        mask = features["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(vectors, dim=-1)
 
 
 class Encoder:
-    """Unit-length float32 embeddings of texts; ``backend`` torch or openvino (the IR at ``openvino_model``),
-    on ``threads`` CPU threads (default: as the library chooses)."""
+    """Unit-length float32 embeddings of texts; ``backend`` torch or openvino, on ``threads`` CPU threads
+    (default: as the library chooses)."""
 
-    def __init__(self, model: str, backend: str = "torch", openvino_model: str | Path | None = None,
-                 threads: int | None = None, device: str | None = None) -> None:
+    def __init__(self, model: str, backend: str = "torch", threads: int | None = None,
+                 device: str | None = None) -> None:
         self.model = load_model(model, device)
         self.backend = backend
         self.dimension = int(self.model.get_embedding_dimension())
         self._infer = None
         if backend == "openvino":
-            self._infer = compile_openvino(self.model, threads, openvino_model)
+            self._infer = compile_openvino(self.model, threads)
         elif threads:
             import torch
 

@@ -1,7 +1,7 @@
 """Cross-encoder re-ranking (sentence_transformers.CrossEncoder) on PyTorch, or on OpenVINO in float32.
 
-The OpenVINO backend runs the same weights, exported once to ONNX and kept under ``$IKATKIT_CACHE/onnx``
-(default ``.cache/ikatkit``) by a hash of the weights, config and torch/transformers versions. It tokenizes every pair
+The OpenVINO backend runs the same weights, converted once to IR as the bi-encoder's are (ikatkit.openvino_export:
+kept under ``$IKATKIT_CACHE/openvino`` by a hash of the weights, config and library versions). It tokenizes every pair
 once, batches pairs by token count and pads each batch only to its longest pair; scores equal PyTorch's to about
 1e-7. On 2 CPU cores it scores about 2.3x as many pairs a second as ``CrossEncoder.predict`` (bench/bench_rerank.py).
 sentence-transformers' own ``backend="openvino"`` needs optimum-intel, whose newest release (2.2.0) requires
@@ -10,20 +10,15 @@ transformers < 5.6, so it cannot be installed beside the pinned transformers 5.2
 
 from __future__ import annotations
 
-import os
-import shutil
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
-from ikatkit.paths import cache_root
+from ikatkit.openvino_export import compile_ir, export_ir, ir_folder, positional
 from ikatkit.rank.base import Ranker
-from ikatkit.rank.identity import model_digest
 
 BACKENDS = ("torch", "openvino")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -82,61 +77,33 @@ def pad(model: Any, features: dict[str, list[list[int]]], rows: list[int], kind:
 
 
 def openvino_model(model: Any) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
-    """A function from padded inputs to logits: ``model``'s transformer exported to ONNX (once, cached) and
-    compiled by OpenVINO in float32 (never bf16, which it would pick on CPUs that have it)."""
-    import openvino
+    """A function from padded inputs to logits: ``model``'s transformer as OpenVINO IR (converted once into the
+    cache) compiled for the CPU in float32; one clear error unless it scores two probe pairs as PyTorch does."""
+    import torch
 
     if len(model) != 1 or not hasattr(model[0], "model"):
-        raise IkatError("the OpenVINO backend exports only single-module cross-encoders",
+        raise IkatError("the OpenVINO backend runs only single-module cross-encoders",
                         fix='use backend = "torch" for this model')
     network = model[0].model
+    network.set_attn_implementation("eager")  # plain matmul-softmax attention, which OpenVINO fuses
     probe = pad(model, tokenize(model, [("a query", "a passage"), ("a longer query", "a longer passage text")]),
                 [0, 1], "pt")
-    path = export_onnx(network, probe)
-    compiled = openvino.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                                                 "PERFORMANCE_HINT": "LATENCY"})
-    request = compiled.create_infer_request()
+    names = list(probe)
+    config = {key: value for key, value in network.config.to_dict().items() if key != "_name_or_path"}
+    path = export_ir(positional(network, names, _logits), [probe[name] for name in names],
+                     ir_folder(network, "logits", names, config))
+    request = compile_ir(path, hint="LATENCY").create_infer_request()
 
     def infer(inputs: dict[str, np.ndarray]) -> np.ndarray:
-        return request.infer(inputs)[0].copy()
-
-    import torch
+        return request.infer([inputs[name] for name in names])[0].copy()
 
     with torch.inference_mode():
         expected = network(**probe).logits.float().numpy()
     if not np.allclose(infer({name: value.numpy() for name, value in probe.items()}), expected, atol=1e-4):
-        raise IkatError(f"the OpenVINO export of this model scores differently from PyTorch ({path})",
+        raise IkatError(f"the OpenVINO conversion of this model scores differently from PyTorch ({path})",
                         fix='use backend = "torch" for this model')
     return infer
 
 
-def export_onnx(network: Any, example: dict[str, Any]) -> Path:
-    """``network`` (a transformers sequence classifier) as ONNX with dynamic batch and length, exported once
-    into the cache by a hash of its weights, config and the exporter's versions; written to a temporary folder
-    first, then renamed into place."""
-    import torch
-    import transformers
-
-    config = {key: value for key, value in network.config.to_dict().items() if key != "_name_or_path"}
-    digest = model_digest(network, torch.__version__, transformers.__version__, config)
-    folder = cache_root() / "onnx" / digest[:16]
-    if (folder / "model.onnx").exists():
-        return folder / "model.onnx"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
-    work.mkdir(exist_ok=True)
-    network.set_attn_implementation("eager")  # plain matmul-softmax attention, which OpenVINO fuses
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the tracer's warnings about Python control flow
-            torch.onnx.export(network, (), str(work / "model.onnx"), kwargs=example, input_names=list(example),
-                              output_names=["logits"], dynamo=False, opset_version=17,
-                              dynamic_axes={**{name: {0: "batch", 1: "length"} for name in example},
-                                            "logits": {0: "batch"}})
-        try:
-            os.replace(work, folder)
-        except OSError:  # another process finished first
-            pass
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return folder / "model.onnx"
+def _logits(network: Any, features: dict[str, Any]) -> Any:
+    return network(**features).logits
