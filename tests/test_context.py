@@ -306,3 +306,29 @@ def test_cascade_with_the_lexical_scorer_finds_the_shift(searcher, lexical):
     turns = [(f"c_{i}", u) for i, u in enumerate(SHIFT, start=1)]
     decisions = Cascade(searcher, lexical, threshold=0.1, passages=10, check="utterance").run(turns)
     assert [d["group"] for d in decisions] == [0, 0, 0, 1, 1, 0]
+
+
+def test_a_query_retrieving_nothing_scores_zero_on_every_judged_turn(ikat2023, passages_index):
+    """A turn whose query retrieves nothing (a rewrite of stopwords: SmolLM2 rewrote 17-3_3 "Yes." to "No.")
+    is scored 0 ("no" is a Lucene stopword), not left out: every method is tested on all judged turns."""
+    from dataclasses import replace
+
+    from ikatkit.evaluate.context import evaluate_context
+    from ikatkit.topics import Topics
+
+    real = load_topics(ikat2023 / "test_topics.json").subset(["9-2"])
+    conversation = real.conversations[0]
+    turns = tuple(replace(t, utterance="No, no, no.") if t.turn_id in (1, 2) else t for t in conversation.turns)
+    topics = Topics(real.year, (replace(conversation, turns=turns),))
+    result = evaluate_context(topics, passages_index, ikat2023 / "qrels.txt", methods=["last"], n=2)
+    judged = {qid for qid in load_qrels_ids(ikat2023 / "qrels.txt") if qid.startswith("9-2_")}
+    assert len(judged) == 7
+    for method in ("all", "last"):
+        found = result.comparisons["all conversations"].results[method]
+        assert set(found.per_query) == judged and "9-2_2" in found.missing
+        assert found.per_query["9-2_2"] == {"R(rel=2)@1": 0, "R(rel=2)@5": 0, "R(rel=2)@10": 0, "nDCG@3": 0}
+
+
+def load_qrels_ids(path) -> set[str]:
+    """The judged turns of a qrels file, read here without ikatkit."""
+    return {line.split()[0] for line in open(path, encoding="utf-8") if line.strip()}

@@ -2,7 +2,8 @@
 
 For each method, the retrieval query is the utterance plus the selected turns' utterances (or, with an LLM,
 its rewrite from the selected context); BM25 ranks the index (optionally re-ranked), and the rankings are
-compared against ``all`` with the project's paired tests, on all conversations and on those with at least
+compared against ``all`` with the project's paired tests on every judged turn (a query that retrieves nothing,
+e.g. a rewrite of stopwords, scores 0), on all conversations and on those with at least
 two oracle segments. Segmentation agreement: of the pairs (earlier turn, turn) both with provenance, those
 a method puts in one context against those sharing a provenance document.
 """
@@ -165,7 +166,7 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
         subset_qrels = {qid: docs for qid, docs in qrels.items() if split_query_id(qid)[0] in keep}
         if subset_qrels:
             comparisons[subset] = compare_runs(rankings, subset_qrels, baseline="all", measures=list(MEASURES),
-                                               test=test, correction=correction)
+                                               test=test, correction=correction, missing="zero")
     settings = {"methods": list(rankings), "n": n, "thresholds": thresholds, "checks": list(checks),
                 "passages": passages, "k": k,
                 "scorer": getattr(scorer, "model_name", None), "reranker": getattr(reranker, "model_name", None),
