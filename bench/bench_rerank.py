@@ -4,7 +4,7 @@ to 1e-4. Two shapes: each candidate against the query that retrieved it (no dupl
 candidate against one rewrite (duplicates, scored once).
 
 The cross-encoder is built here from the bundled MiniLM (an untrained head: timing only, scores meaningless).
-The ranker is built (and, for OpenVINO, exported to ONNX into a temporary cache) before timing starts; its
+The ranker is built (and, for OpenVINO, converted to IR into a temporary cache) before timing starts; its
 build time is printed apart.
 
     python bench/bench_rerank.py [--shared-query] [--backend torch|openvino] [--repeats 2]
