@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ikatkit.llm.base import LLM
-from ikatkit.llm.guards import check_queries, check_response, check_rewrite, repeated_sentence
+from ikatkit.llm.guards import LUCENE_STOP_WORDS, check_queries, check_response, check_rewrite, repeated_sentence
 from ikatkit.pipelines.demo import demo_data
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.stages import GenerateAnswer, GenerateQueries, Respond, Rewrite
@@ -63,6 +63,30 @@ def test_rewrite_checks(records):
     assert check_rewrite(answered, records[3].utterance, records[3].history) == "rewrite answers instead of asking"
     good = "What are good vegetarian protein sources without dairy?"
     assert check_rewrite(good, second.utterance, second.history) is None
+
+
+def test_rewrites_bm25_cannot_search(records):
+    """Rewrites SmolLM2 gave with the context stage on the 2023 test year (10-3_6, 14-1_3, 17-3_3): stop words
+    only, so BM25 retrieved nothing; rejected unless the user said just that."""
+    second = records[1]
+    looping = "No, no, no, no, no, no, no, no, no, no, no, no, no, no, no, no"
+    assert check_rewrite(looping, second.utterance, second.history) == "rewrite has only stop words"
+    assert check_rewrite("No.", "Yes.", []) == "rewrite has only stop words"
+    assert check_rewrite("No.", "No.", []) is None  # the user's own words
+    assert check_rewrite("protein protein protein", second.utterance, second.history) == "rewrite repeats one word"
+    assert check_rewrite("Is it vegan?", "Is it vegan?", []) is None
+
+
+def test_stop_words_are_lucenes():
+    """The guard's stop words are the ones Anserini's English analyzer (our BM25's) drops."""
+    pytest.importorskip("pyserini")
+    from ikatkit.java import start_jvm
+
+    start_jvm()
+    from jnius import autoclass
+
+    stop_set = autoclass("org.apache.lucene.analysis.en.EnglishAnalyzer").ENGLISH_STOP_WORDS_SET
+    assert {"".join(word) for word in stop_set.toArray()} == LUCENE_STOP_WORDS  # char[] each
 
 
 def test_response_and_query_checks():

@@ -19,6 +19,11 @@ from ikatkit.llm.parse import output_lines
 ROLE_TAG = re.compile(r"^\s*(user|system|assistant|human|bot)\s*:", re.I | re.M)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 MIN_REPEATED_WORDS = 3
+# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET, which Anserini's English analyzer (our BM25) drops: a rewrite of
+# these words alone retrieves nothing.
+LUCENE_STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
+    "this to was will with".split())
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +63,9 @@ def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str
 
     Rejected: empty; role tags or prompt sections in the output; a copy of an earlier utterance of the
     conversation (unless the user repeated that utterance now); a statement where the user asked a question
-    (the model answered instead of rewriting: "You need to eat 200g of protein every day.")."""
+    (the model answered instead of rewriting: "You need to eat 200g of protein every day."); and, unless the
+    user said just that, a rewrite BM25 cannot search (stop words only: "No.") or one word said over and over
+    ("No, no, no, no, ...")."""
     if not rewrite.strip():
         return "empty rewrite"
     if ROLE_TAG.search(rewrite):
@@ -68,6 +75,11 @@ def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str
     own, current = normalize(rewrite), normalize(utterance)
     if own != current and any(own == normalize(previous) for previous, _ in history):
         return "rewrite copies an earlier utterance"
+    words = own.split()
+    if own != current and not set(words) - LUCENE_STOP_WORDS:
+        return "rewrite has only stop words"
+    if own != current and len(words) >= MIN_REPEATED_WORDS and len(set(words)) == 1:
+        return "rewrite repeats one word"
     if utterance.rstrip().endswith("?") and "?" not in rewrite and rewrite.rstrip().endswith((".", "!")):
         return "rewrite answers instead of asking"
     return None
