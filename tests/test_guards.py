@@ -169,3 +169,24 @@ def test_rejected_outputs_survive_checkpoints(records):
     record = records[1]
     record.rejected = {"rewrite": COPIED_REWRITE}
     assert TurnRecord.from_json(record.to_json()) == record
+
+
+def test_gtr_queries_that_retrieve_nothing_fall_back(records, demo_index):
+    """A generated query list whose queries all miss the index: the turn's own query is searched instead."""
+    pytest.importorskip("pyserini")
+    from ikatkit.pipelines.stages import Fuse, Retrieve, candidate_key
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+
+    searcher = Bm25Searcher(demo_index)
+    first, second = records[0], records[1]
+    for record in (first, second):
+        record.query = record.utterance
+    first.queries = ["zzyzx qwfp", "xkcdq"]  # no such terms in the demo collection
+    second.queries = ["xkcdq", second.utterance]  # one query retrieves: no fallback
+    out = Fuse().transform(Retrieve(searcher, k=10, expand_ptkb=False).transform([first, second]))
+    own = [h.docid for h in searcher.search(first.utterance, 10)]
+    assert own and list(out[0].candidates) == [candidate_key("searcher", first.utterance)]
+    assert [pid for pid, _ in out[0].ranking] == own
+    assert out[0].notes == ["generated queries retrieved nothing: the turn's query searched"]
+    assert out[1].candidates[candidate_key("searcher", "xkcdq")] == [] and not out[1].notes
+    assert [pid for pid, _ in out[1].ranking] == [h.docid for h in searcher.search(second.utterance, 10)]

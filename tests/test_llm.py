@@ -124,9 +124,13 @@ def test_prompts_render_every_task():
     for task in TASKS:
         messages = render(task, history=[("Hi", "Hello")], utterance="u?", query="q?", ptkb=["I am tall."],
                           all_ptkb=[("1", "I am tall.")], passages=["p one", "p two"], answer="a", n=3, response="r")
-        assert messages[0]["role"] == "user" and "{" not in messages[0]["content"]
+        assert messages[-1]["role"] == "user" and not any("{" in m["content"] for m in messages)
     rewrite = render("rtg_rewrite", history=[("Hi", "Hello")], utterance="u?")[0]["content"]
     assert "### Conversational Context:\nUser: Hi\nSystem: Hello" in rewrite and rewrite.endswith("### Rewritten User Question:")
+    chat = render("rtg_rewrite_chat", history=[("Hi", "Hello")], utterance="u?")
+    assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert chat[-1]["content"] == "### Conversational Context:\nUser: Hi\nSystem: Hello\n\n### User Question:\nu?"
+    assert all("<<" not in m["content"] and m["content"] == m["content"].strip() for m in chat)
 
 
 def test_parsers():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib.resources import files
@@ -9,7 +10,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 
-TASKS = ("rtg_rewrite", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify", "nugget_support",
+TASKS = ("rtg_rewrite", "rtg_rewrite_chat", "rtg_response", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify", "nugget_support",
          "promise_response", "refine_specificity", "refine_faithfulness", "refine_relevance", "refine_memory",
          "plan_sources")
 MAX_PASSAGE_WORDS = 200
@@ -17,6 +18,10 @@ MAX_PASSAGE_WORDS = 200
 # goes on with "### User Question: ..." or "User: ..."). A reply may open with a label or an introduction
 # line, so neither "###" at its start nor "\n" alone stops it.
 STOPS: dict[str, tuple[str, ...]] = {task: ("\n###", "\nUser:", "\nSystem:") for task in TASKS}
+STOPS["rtg_rewrite_chat"] = ("\n",)  # its few-shot answers are one line each
+# A template is one user message, or a chat: lines "<<system>>", "<<user>>", "<<assistant>>" open its messages
+# (the few-shot turns of rtg_rewrite_chat).
+ROLE_LINE = re.compile(r"^<<(system|user|assistant)>>\n", re.M)
 
 
 @lru_cache(maxsize=None)
@@ -40,11 +45,14 @@ def render(task: str, *, history: Sequence[tuple[str, str]] = (), utterance: str
            ptkb: Sequence[str] = (), all_ptkb: Sequence[tuple[str, str]] = (), passages: Sequence[str] = (),
            answer: str = "", n: int = 5, response: str = "", nugget: str = "", **_: Any) -> list[dict[str, str]]:
     """The chat messages of ``task`` for one turn."""
-    text = template(task).format(
+    values = dict(
         context=format_context(history), utterance=utterance, query=query or utterance,
         ptkb="\n".join(f"- {s}" for s in ptkb) or "(none)",
         passages="\n\n".join(f"[{i}] {' '.join(p.split()[:MAX_PASSAGE_WORDS])}" for i, p in enumerate(passages, 1))
         or "(none)",
         statements="\n".join(f"{key}. {text}" for key, text in all_ptkb) or "(none)",
         answer=answer, n=n, response=response, nugget=nugget)
-    return [{"role": "user", "content": text}]
+    parts = ROLE_LINE.split(template(task))
+    if len(parts) == 1:
+        return [{"role": "user", "content": parts[0].format(**values)}]
+    return [{"role": role, "content": text.strip().format(**values)} for role, text in zip(parts[1::2], parts[2::2])]

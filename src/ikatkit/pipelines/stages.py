@@ -123,20 +123,29 @@ class Rewrite:
     """LLM rewrite of the utterance from all previous utterances and the last canonical response.
 
     The raw utterance is used instead when the guards reject the rewrite (empty, role tags or the prompt in
-    it, a copy of an earlier utterance, an answer instead of a question), noted on the record."""
+    it, a copy of an earlier utterance, an answer instead of a question), noted on the record. ``task`` names
+    the prompt: ``rtg_rewrite`` (the seed paper's, one user message) or ``rtg_rewrite_chat`` (a system message
+    and two few-shot turns, one line out: what keeps a very small model such as the demo's on topic)."""
 
     name = "rewrite"
     requires: tuple[str, ...] = ()
     provides: tuple[str, ...] = ("query",)
+    TASKS = ("rtg_rewrite", "rtg_rewrite_chat")
 
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
+    def __init__(self, llm: Any, task: str = "rtg_rewrite") -> None:
+        self.check({"task": task})
+        self.llm, self.task = llm, task
+
+    @classmethod
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
+        if options.get("task", "rtg_rewrite") not in cls.TASKS:
+            raise IkatError(f"unknown rewrite task {options['task']!r}", where="task", fix=f"use one of {cls.TASKS}")
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         from ikatkit.llm.guards import check_rewrite
         from ikatkit.llm.parse import parse_rewrite
 
-        outputs = _chat(self.llm, "rtg_rewrite", [_context(r) for r in records])
+        outputs = _chat(self.llm, self.task, [_context(r) for r in records])
         for record, output in zip(records, outputs):
             record.query = parse_rewrite(output)
             problem = check_rewrite(record.query, record.utterance, record.history)
@@ -209,7 +218,8 @@ class Retrieve:
 
     ``searcher`` is any resource with ``batch_search(texts, k)`` and ``texts(ids)`` (BM25, dense). Its lists are
     added to the record's candidates under :func:`candidate_key` (resource name, query), beside those of
-    earlier retrieve stages; with a single list in all it is also the ranking.
+    earlier retrieve stages; with a single list in all it is also the ranking. When none of a turn's generated
+    (GtR) queries retrieves anything, their empty lists give way to the turn's own query's, noted on the record.
     """
 
     name = "retrieve"
@@ -223,20 +233,33 @@ class Retrieve:
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         retriever = self.resource_names.get("searcher", "searcher")
-        texts: dict[str, str] = {}
+        searches = {(r.qid, i): query for r in records for i, query in enumerate(r.retrieval_queries)}
+        self._search(records, searches, retriever)
+        fallback = {(r.qid, -1): r.query or r.utterance for r in records if r.queries and not any(
+            r.candidates[candidate_key(retriever, q)] for q in r.queries) and (r.query or r.utterance) not in r.queries}
+        if fallback:  # GtR: no generated query retrieved anything, the turn's own query is searched instead
+            for record in (r for r in records if (r.qid, -1) in fallback):
+                for query in record.queries:
+                    del record.candidates[candidate_key(retriever, query)]
+                record.notes.append("generated queries retrieved nothing: the turn's query searched")
+            self._search(records, fallback, retriever)
         for record in records:
-            suffix = " ".join(record.ptkb_texts()) if self.expand_ptkb else ""
-            for i, query in enumerate(record.retrieval_queries):
-                texts[f"{record.qid}\t{i}"] = f"{query} {suffix}".strip()
-        chosen = {f"{r.qid}\t{i}": r.partitions for r in records for i in range(len(r.retrieval_queries))}
-        restrict = {"partitions": chosen} if any(chosen.values()) else {}  # after select_partition
-        hits = self.searcher.batch_search(texts, self.k, **restrict)
-        for record in records:
-            for i, query in enumerate(record.retrieval_queries):
-                record.candidates[candidate_key(retriever, query)] = [
-                    (h.docid, float(h.score)) for h in hits[f"{record.qid}\t{i}"]]
             record.ranking = next(iter(record.candidates.values())) if len(record.candidates) == 1 else []
         return records
+
+    def _search(self, records: list[TurnRecord], searches: dict[tuple[str, int], str], retriever: str) -> None:
+        """Search ``{(qid, i): query}`` in one batch (PTKB-expanded, in the turn's partitions) into candidates."""
+        by_qid = {r.qid: r for r in records}
+        texts, chosen = {}, {}
+        for (qid, i), query in searches.items():
+            suffix = " ".join(by_qid[qid].ptkb_texts()) if self.expand_ptkb else ""
+            texts[f"{qid}\t{i}"] = f"{query} {suffix}".strip()
+            chosen[f"{qid}\t{i}"] = by_qid[qid].partitions
+        restrict = {"partitions": chosen} if any(chosen.values()) else {}  # after select_partition
+        hits = self.searcher.batch_search(texts, self.k, **restrict)
+        for (qid, i), query in searches.items():
+            by_qid[qid].candidates[candidate_key(retriever, query)] = [
+                (h.docid, float(h.score)) for h in hits[f"{qid}\t{i}"]]
 
 
 class Rerank:
