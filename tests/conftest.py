@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,44 @@ def demo_index(demo_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo-index") / "demo"
     build_index([demo_dir / "clueweb22"], out, fmt="clueweb22", threads=1)
     return out
+
+
+@pytest.fixture(scope="session")
+def demo_jsonl(demo_dir, tmp_path_factory) -> Path:
+    """The demo collection's 202 passages as passage JSONL (what its Lucene index holds)."""
+    import json
+
+    from ikatkit.collection.readers import ReadStats, read_passages
+
+    passages = read_passages(demo_dir / "clueweb22" / "en0000-00.json", "clueweb22", ReadStats())
+    path = tmp_path_factory.mktemp("demo-passages") / "passages.jsonl"
+    path.write_text("".join(json.dumps({"id": p.id, "contents": p.contents}) + "\n" for p in passages),
+                    encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A judged collection: topics, its passages (JSONL) and a Lucene index of them, passage qrels, and a few
+    conversations to run on."""
+
+    name: str
+    topics: Path
+    passages: Path
+    index: Path
+    qrels: Path
+    conversations: tuple[str, ...]
+
+
+@pytest.fixture(scope="module", params=["ikat2023", "demo"])
+def judged(request) -> Judged:
+    """The real 2023 test year over the 894 passages, then the embedded demo collection: a test taking it runs on
+    both (the first skipped without ../shared)."""
+    value = request.getfixturevalue
+    if request.param == "demo":
+        demo = value("demo_dir")
+        return Judged("demo", demo / "topics.json", value("demo_jsonl"), value("demo_index"), demo / "qrels.txt",
+                      ("demo-1", "demo-2"))
+    year = value("ikat2023")
+    return Judged("ikat2023", year / "test_topics.json", value("passages_jsonl"), value("passages_index"),
+                  year / "qrels.txt", ("9-1", "9-2", "10-1"))

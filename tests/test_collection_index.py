@@ -154,7 +154,7 @@ def test_real_passages_index_finds_them(passages_index, passages_jsonl):
 def test_manifest_names_the_splitter_used_and_spacy_without_its_model_is_one_error(tmp_path):
     """``--splitter auto`` records what it chose (the rule splitter where spaCy's model is missing);
     ``--splitter spacy`` without the model stops before any work, saying how to install it."""
-    pytest.importorskip("jnius")
+    pytest.importorskip("jnius_config")  # not jnius: importing it starts a JVM without our class path
     try:
         import spacy
 
@@ -171,15 +171,16 @@ def test_manifest_names_the_splitter_used_and_spacy_without_its_model_is_one_err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["auto"]
 
 
-def test_rebuild_is_a_no_op_and_bad_input_is_named(tmp_path, passages_jsonl):
+def test_rebuild_is_a_no_op_and_bad_input_is_named(tmp_path):
+    source = demo_data() / "clueweb22" / "en0000-00.json"
     out = tmp_path / "idx"
-    first = build_index([passages_jsonl], out, threads=1)
+    first = build_index([source], out, threads=1)
     stamp = (out / "manifest.json").stat().st_mtime_ns
-    assert build_index([passages_jsonl], out) == first and (out / "manifest.json").stat().st_mtime_ns == stamp
+    assert build_index([source], out) == first and (out / "manifest.json").stat().st_mtime_ns == stamp
     half = tmp_path / "half"
     (half / "leftover").mkdir(parents=True)
     with pytest.raises(IkatError, match="not empty and has no manifest"):
-        build_index([passages_jsonl], half)
+        build_index([source], half)
     odd = tmp_path / "odd.txt"
     odd.write_text("just some text\n")
     with pytest.raises(IkatError, match="cannot tell the collection format"):

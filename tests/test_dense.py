@@ -1,4 +1,5 @@
-"""Dense retrieval: real local Ray (2 CPUs), real faiss, the bundled MiniLM, the 894 real iKAT 2023 passages."""
+"""Dense retrieval: real local Ray (2 CPUs), real faiss, the bundled MiniLM; on the 894 real iKAT 2023 passages,
+then on the 202 of the embedded demo collection."""
 
 from __future__ import annotations
 
@@ -22,14 +23,19 @@ def ray_local():
     ray.shutdown()
 
 
-@pytest.fixture(scope="session")
-def dense_index(passages_index, ray_local, tmp_path_factory) -> Path:
-    """The 894 passages of the Lucene index, encoded in 3 shards (OpenVINO, the default on CPU), faiss Flat."""
+@pytest.fixture(scope="module")
+def dense_index(judged, ray_local, tmp_path_factory) -> Path:
+    """The passages of the Lucene index, encoded in 3 shards (OpenVINO, the default on CPU), faiss Flat."""
     from ikatkit.index.dense import build_dense
 
     out = tmp_path_factory.mktemp("dense") / "minilm"
-    build_dense([passages_index], out, shard_size=300)
+    build_dense([judged.index], out, shard_size=_shard_size(judged))
     return out
+
+
+def _shard_size(judged) -> int:
+    """Three shards, the last one shorter."""
+    return -(-len(_passages(judged.passages)) // 3)
 
 
 def _stored(path: Path) -> tuple[list[str], np.ndarray]:
@@ -44,34 +50,34 @@ def _passages(passages_jsonl: Path) -> dict[str, str]:
     return {r["id"]: r["contents"] for r in map(json.loads, passages_jsonl.read_text(encoding="utf-8").splitlines())}
 
 
-def test_manifest_and_ids_round_trip(dense_index, passages_jsonl):
+def test_manifest_and_ids_round_trip(dense_index, judged):
     manifest = json.loads((dense_index / "manifest.json").read_text(encoding="utf-8"))
     assert (manifest["kind"], manifest["model"], manifest["dimension"], manifest["faiss"]) == (
         "dense", "bundled:minilm", 384, "Flat")
     assert manifest["normalisation"].startswith("l2") and manifest["backend"] == "openvino"
-    assert manifest["counts"] == {"passages": 894, "shards": 3}
+    texts = _passages(judged.passages)
+    assert manifest["counts"] == {"passages": len(texts), "shards": 3}
     ids, vectors = _stored(dense_index)
-    texts = _passages(passages_jsonl)
-    assert len(ids) == len(set(ids)) == 894 and set(ids) == set(texts)
-    assert vectors.dtype == np.float16 and vectors.shape == (894, 384)
+    assert len(ids) == len(set(ids)) == len(texts) and set(ids) == set(texts)
+    assert vectors.dtype == np.float16 and vectors.shape == (len(texts), 384)
     assert np.allclose(np.linalg.norm(vectors.astype(np.float32), axis=1), 1.0, atol=2e-3)
     # each stored row is the embedding of its id's text, by sentence-transformers on PyTorch
     from sentence_transformers import SentenceTransformer
 
     from ikatkit.models import resolve_model
 
-    rows = list(range(0, 894, 45))
+    rows = list(range(0, len(ids), 45))
     model = SentenceTransformer(resolve_model("bundled:minilm"), device="cpu")
     expected = model.encode([texts[ids[r]] for r in rows], normalize_embeddings=True)
     assert np.abs(vectors[rows].astype(np.float32) - expected).max() < 2e-3
 
 
-def test_flat_top_k_equals_numpy_cosine(dense_index, ikat2023):
+def test_flat_top_k_equals_numpy_cosine(dense_index, judged):
     from ikatkit.retrieve.dense import DenseSearcher
     from ikatkit.topics import load_topics
 
     searcher = DenseSearcher(dense_index)
-    queries = dict(list(load_topics(ikat2023 / "test_topics.json").queries("manual").items())[:40])
+    queries = dict(list(load_topics(judged.topics).queries("manual").items())[:40])
     hits = searcher.batch_search(queries, 10)
     ids, vectors = _stored(dense_index)
     scores = searcher.encoder.encode(list(queries.values())) @ vectors.astype(np.float32).T
@@ -86,7 +92,7 @@ def test_flat_top_k_equals_numpy_cosine(dense_index, ikat2023):
     assert searcher.batch_search({"empty": "  "}, 10) == {"empty": []}
 
 
-def test_dense_resource_retrieves_and_reads_texts(dense_index, passages_index, passages_jsonl, ikat2023, tmp_path):
+def test_dense_resource_retrieves_and_reads_texts(dense_index, judged, tmp_path):
     from ikatkit.pipelines.config import Resources, build_stages, load_config
     from ikatkit.pipelines.record import records_for
     from ikatkit.topics import load_topics
@@ -96,8 +102,8 @@ def test_dense_resource_retrieves_and_reads_texts(dense_index, passages_index, p
                       '[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "retrieve"\nk = 5\n'
                       'expand_ptkb = false\n', encoding="utf-8")
     loaded = load_config(config)
-    stages = build_stages(loaded, Resources(loaded, passages_index, tmp_path))
-    records = records_for(load_topics(ikat2023 / "test_topics.json"))[:3]
+    stages = build_stages(loaded, Resources(loaded, judged.index, tmp_path))
+    records = records_for(load_topics(judged.topics))[:3]
     for stage in stages:
         records = stage.transform(records)
     searcher = stages[1].searcher
@@ -106,17 +112,17 @@ def test_dense_resource_retrieves_and_reads_texts(dense_index, passages_index, p
         assert [pid for pid, _ in record.ranking] == [h.docid for h in expected]
         assert np.allclose([s for _, s in record.ranking], [h.score for h in expected], atol=1e-6)
     pid = records[0].ranking[0][0]
-    assert searcher.texts([pid, "no-such-id"]) == {pid: _passages(passages_jsonl)[pid]}
+    assert searcher.texts([pid, "no-such-id"]) == {pid: _passages(judged.passages)[pid]}
 
 
-def test_interrupted_encode_resumes_and_reindexes(dense_index, ray_local, passages_jsonl, tmp_path):
+def test_interrupted_encode_resumes_and_reindexes(dense_index, judged, ray_local, tmp_path):
     """Killed after its first shard, the job resumes with the other 3 and equals the uninterrupted encode; a new
     faiss spec re-indexes the kept embeddings without encoding."""
     from ikatkit.index.dense import build_dense
     from ikatkit.retrieve.dense import DenseSearcher
 
     subset = tmp_path / "100.jsonl"
-    subset.write_text("".join(passages_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:100]))
+    subset.write_text("".join(judged.passages.read_text(encoding="utf-8").splitlines(keepends=True)[:100]))
     out = tmp_path / "dense"
     finished: list[int] = []
 
@@ -191,7 +197,7 @@ def test_weighted_fusion_normalises_and_weights():
     assert weighted([bm25, dense], 2) == [("a", 1.0), ("c", 1.0)]  # equal weights, ties by id
 
 
-def test_hybrid_config_fuses_bm25_and_dense_lists(dense_index, passages_index, ikat2023, tmp_path):
+def test_hybrid_config_fuses_bm25_and_dense_lists(dense_index, judged, tmp_path):
     """configs/hybrid_bm25_dense.toml: two retrieve stages keep two candidate lists (keyed by retriever), and the
     weighted fusion of their min-max normalised scores is the ranking."""
     from ikatkit.pipelines.config import Resources, build_stages, load_config
@@ -205,8 +211,8 @@ def test_hybrid_config_fuses_bm25_and_dense_lists(dense_index, passages_index, i
     config.write_text(shipped.read_text(encoding="utf-8").replace("indexes/ikat23-minilm", str(dense_index))
                       .replace("k = 1000", "k = 20"), encoding="utf-8")
     loaded = load_config(config)
-    stages = build_stages(loaded, Resources(loaded, passages_index, tmp_path))
-    records = records_for(load_topics(ikat2023 / "test_topics.json"))[:2]
+    stages = build_stages(loaded, Resources(loaded, judged.index, tmp_path))
+    records = records_for(load_topics(judged.topics))[:2]
     for stage in stages[:5]:  # up to fuse; respond only reads texts
         records = stage.transform(records)
     for record in records:

@@ -4,6 +4,7 @@ no judged turn is an error, one PTKB tie order."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -40,29 +41,40 @@ def test_trec_eval_cut_names_cut_the_run_in_its_own_order_first():
     assert result.mean["mrr_1000"] == result.mean["RR(rel=2)"] == pytest.approx(1 / 11)  # recip_rank: doc-z first
 
 
-def test_a_run_answering_no_judged_turn_is_an_error(ikat2023, tmp_path, capsys):
+@pytest.fixture(params=["ikat2023", "demo"])
+def qrels_files(request) -> tuple[Path, Path]:
+    """(passage qrels, PTKB qrels): the real 2023 NIST files, then the embedded demo's."""
+    if request.param == "demo":
+        demo = request.getfixturevalue("demo_dir")
+        return demo / "qrels.txt", demo / "ptkb_qrels.txt"
+    year = request.getfixturevalue("ikat2023")
+    return year / "qrels.txt", year / "ptkb_qrels.nist.txt"
+
+
+def test_a_run_answering_no_judged_turn_is_an_error(qrels_files, tmp_path, capsys):
+    passages, ptkb = qrels_files
+    turns, ptkb_turns = (len({line.split()[0] for line in f.read_text().splitlines()}) for f in qrels_files)
     run = Run("other-year", turns=[_turn("0-1_1", [("clueweb22-en0000-00-00000:0", 1.0)])])
-    with pytest.raises(IkatError, match="the run ranks nothing for any of the 176 judged turns"):
-        evaluate(run, ikat2023 / "qrels.txt")
+    with pytest.raises(IkatError, match=f"the run ranks nothing for any of the {turns} judged turns"):
+        evaluate(run, passages)
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"0-1_1": {"clueweb22-en0000-00-00000:0": 1.0}}))
-    assert main(["eval", str(path), "--qrels", str(ikat2023 / "qrels.txt")]) == 2
-    assert "the run ranks nothing for any of the 176 judged turns" in capsys.readouterr().err
-    no_ptkb = Run("no-ptkb", turns=[_turn("9-1_1", [("clueweb22-en0000-00-00000:0", 1.0)])])
-    with pytest.raises(IkatError, match="no PTKB provenance for any of the 98 judged turns"):
-        evaluate_ptkb(no_ptkb, ikat2023 / "ptkb_qrels.nist.txt")
+    assert main(["eval", str(path), "--qrels", str(passages)]) == 2
+    assert f"the run ranks nothing for any of the {turns} judged turns" in capsys.readouterr().err
+    no_ptkb = Run("no-ptkb", turns=[_turn("0-1_1", [("clueweb22-en0000-00-00000:0", 1.0)])])
+    with pytest.raises(IkatError, match=f"no PTKB provenance for any of the {ptkb_turns} judged turns"):
+        evaluate_ptkb(no_ptkb, ptkb)
 
 
-def test_eval_ptkb_reads_a_key_score_dict_as_ptkb_rankings(ikat2023, tmp_path, capsys):
+def test_eval_ptkb_reads_a_key_score_dict_as_ptkb_rankings(qrels_files, tmp_path, capsys):
     from ikatkit.evaluate.qrels import load_qrels
 
-    qrels = load_qrels(ikat2023 / "ptkb_qrels.nist.txt")
+    qrels = load_qrels(qrels_files[1])
     rankings = {qid: {key: float(grade) for key, grade in judged.items()} for qid, judged in qrels.items()}
     path = tmp_path / "ptkb.json"
     path.write_text(json.dumps(rankings))
     out = tmp_path / "result.json"
-    assert main(["eval-ptkb", str(path), "--qrels", str(ikat2023 / "ptkb_qrels.nist.txt"), "--format", "json",
-                 "--out", str(out)]) == 0
+    assert main(["eval-ptkb", str(path), "--qrels", str(qrels_files[1]), "--format", "json", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["evaluated"] == len([q for q, j in qrels.items() if any(j.values())])
     assert result["mean"]["nDCG@5"] == pytest.approx(1.0)  # the judgements as scores rank perfectly

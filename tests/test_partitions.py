@@ -123,10 +123,10 @@ def test_bad_input_is_one_clear_error(passages_index, tmp_path, strategy, m, opt
     assert not (tmp_path / "out" / "partitions.json").exists()
 
 
-def test_cli_reports_bad_input_without_a_traceback(passages_index, tmp_path, capsys):
+def test_cli_reports_bad_input_without_a_traceback(demo_index, tmp_path, capsys):
     from ikatkit.cli import main
 
-    assert main(["index", "partition", str(passages_index), "--strategy", "cluster", "--partitions", "0",
+    assert main(["index", "partition", str(demo_index), "--strategy", "cluster", "--partitions", "0",
                  "--out", str(tmp_path / "out")]) == 2
     assert "--partitions 0 is less than 1" in capsys.readouterr().err
 

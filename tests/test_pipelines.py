@@ -121,6 +121,36 @@ def test_manual_run_is_valid_and_scored(manual_run, ikat2023):
     assert result.mean["nDCG@5"] == pytest.approx(0.1035, abs=1e-4)
 
 
+def test_manual_run_on_the_demo_is_scored_as_ir_measures_scores_it(demo_dir, demo_index, tmp_path):
+    """The manual bi-encoder config on the embedded demo: every turn answered with its gold PTKB, the scores those
+    of ir-measures on the written TREC file and the demo's own qrels."""
+    import ir_measures
+
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.qrels import load_qrels
+    from ikatkit.runs.io import read_run
+
+    outcome = run_pipeline(_config(tmp_path, "manual-biencoder", MANUAL_BIENCODER), demo_dir / "topics.json",
+                           tmp_path / "run", index=demo_index, cache_dir=tmp_path / "cache")
+    raw = json.loads((demo_dir / "topics.json").read_text())
+    gold = {f"{c['number']}_{t['turn_id']}": t["ptkb_provenance"] for c in raw for t in c["turns"]}
+    run = read_run(outcome.run_file)
+    assert outcome.valid is True and run.run_type == "manual" and [t.turn_id for t in run.turns] == list(gold)
+    for turn in run.turns:
+        response = turn.responses[0]
+        assert [p.key for p in response.ptkb] == [str(k) for k in gold[turn.turn_id]][:3]
+        assert sum(p.used for p in response.passages) == 3
+    qrels_file = demo_dir / "qrels.txt"
+    result = evaluate(outcome.trec_file, load_qrels(qrels_file))
+    judged_turns = {line.split()[0] for line in qrels_file.read_text().splitlines()}
+    assert set(result.evaluated) == judged_turns & set(gold)
+    trec = list(ir_measures.read_trec_run(str(outcome.trec_file)))
+    direct = ir_measures.calc_aggregate([ir_measures.nDCG @ 5], list(ir_measures.read_trec_qrels(str(qrels_file))),
+                                        trec)
+    assert result.mean["nDCG@5"] == pytest.approx(direct[ir_measures.nDCG @ 5], abs=1e-12) and direct[
+        ir_measures.nDCG @ 5] > 0
+
+
 def test_kill_and_resume_is_byte_identical(ikat2023, passages_index, tmp_path):
     topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1", "9-2", "10-1"])
     config = _config(tmp_path, "manual-biencoder", MANUAL_BIENCODER.replace("batch_size = 16", "batch_size = 8"))
@@ -140,9 +170,9 @@ def test_kill_and_resume_is_byte_identical(ikat2023, passages_index, tmp_path):
 
 
 @pytest.mark.parametrize("name, body", [("rtg-smollm2", RTG), ("gtr-smollm2", GTR)])
-def test_llm_pipelines_on_one_conversation(name, body, ikat2023, passages_index, tmp_path):
-    topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
-    outcome = run_pipeline(_config(tmp_path, name, body), topics, tmp_path / "run", index=passages_index,
+def test_llm_pipelines_on_one_conversation(name, body, judged, tmp_path):
+    topics = load_topics(judged.topics).subset(list(judged.conversations[:1]))
+    outcome = run_pipeline(_config(tmp_path, name, body), topics, tmp_path / "run", index=judged.index,
                            cache_dir=tmp_path / "cache")
     assert outcome.valid is True
     assert len(outcome.records) == len(topics)

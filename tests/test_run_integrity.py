@@ -66,8 +66,9 @@ def _write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
 
 
 @pytest.fixture(scope="module")
-def topics(ikat2023):
-    return load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
+def topics(demo_dir):
+    """Demo conversation 1 (6 turns: two batches of 4), so these run without ../shared."""
+    return load_topics(demo_dir / "topics.json").subset(["demo-1"])
 
 
 # --- stage contracts ---------------------------------------------------------------------------------------------
@@ -203,17 +204,17 @@ searcher = "bm25"
 """
 
 
-def test_two_retrievers_keep_their_own_candidates(tmp_path, topics, passages_index):
+def test_two_retrievers_keep_their_own_candidates(tmp_path, topics, demo_index):
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.retrieve.fusion import rrf
 
-    outcome = run_pipeline(_write(tmp_path, TWO_RETRIEVERS), topics, tmp_path / "run", index=passages_index,
+    outcome = run_pipeline(_write(tmp_path, TWO_RETRIEVERS), topics, tmp_path / "run", index=demo_index,
                            cache_dir=tmp_path / "cache")
     record = outcome.records[2]
     query = record.resolved_utterance
     assert list(record.candidates) == [f"bm25\t{query}", f"bm25_flat\t{query}"]
     for key, k, (k1, b) in ((f"bm25\t{query}", 10, (0.9, 0.4)), (f"bm25_flat\t{query}", 8, (1.2, 0.75))):
-        hits = Bm25Searcher(passages_index, k1, b).batch_search({"q": query}, k)["q"]
+        hits = Bm25Searcher(demo_index, k1, b).batch_search({"q": query}, k)["q"]
         assert record.candidates[key] == [(h.docid, float(h.score)) for h in hits]
         assert {pid for pid, _ in record.reranked[key]} == {pid for pid, _ in record.candidates[key]}
     assert record.ranking == rrf(list(record.reranked.values()), 1000)
@@ -224,7 +225,7 @@ def test_two_retrievers_keep_their_own_candidates(tmp_path, topics, passages_ind
 
 # --- one writer per --out; the fingerprint written only before the first batch -----------------------------------
 
-def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, topics, passages_index):
+def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, topics, demo_index):
     config = _write(tmp_path, BM25_ONLY)
     out = tmp_path / "out"
     holder = subprocess.Popen(
@@ -235,24 +236,24 @@ def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, top
         assert holder.stdout.readline().strip() == "held"
         for restart in (False, True):
             with pytest.raises(IkatError, match=rf"another run is writing this folder \(process {holder.pid} on "):
-                run_pipeline(config, topics, out, index=passages_index, restart=restart)
+                run_pipeline(config, topics, out, index=demo_index, restart=restart)
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     assert f"process {holder.pid} " in (out / "run.lock").read_text()  # left behind by a killed run
-    outcome = run_pipeline(config, topics, out, index=passages_index)
+    outcome = run_pipeline(config, topics, out, index=demo_index)
     assert outcome.valid is True and outcome.batches_done_now == 2
 
 
 def test_fingerprint_only_before_the_first_batch_and_unstamped_checkpoints_refused(tmp_path, topics,
-                                                                                   passages_index):
+                                                                                   demo_index):
     config = _write(tmp_path, BM25_ONLY)
     out = tmp_path / "out"
     with pytest.raises(IkatError, match="no-index"):  # fails while opening the index: no batch ran
         run_pipeline(config, topics, out, index=tmp_path / "no-index")
     assert not (out / "checkpoints" / "fingerprint.json").exists()
     other = _write(tmp_path, BM25_ONLY.replace("k = 20", "k = 10"), "other.toml")
-    first = run_pipeline(other, topics, out, index=passages_index)  # the corrected command is not blocked
+    first = run_pipeline(other, topics, out, index=demo_index)  # the corrected command is not blocked
     assert {len(t.responses[0].passages) for t in first.run.turns} == {10}
     stamp = json.loads((out / "checkpoints" / "fingerprint.json").read_text())
     assert set(stamp["parts"]) == {"config", "prompts", "topics", "index", "ikatkit", "threads"}
@@ -261,11 +262,11 @@ def test_fingerprint_only_before_the_first_batch_and_unstamped_checkpoints_refus
     for batch in (out / "checkpoints").glob("batch-*.json"):
         (copied / "checkpoints" / batch.name).write_bytes(batch.read_bytes())
     with pytest.raises(IkatError, match="checkpoints without a fingerprint"):
-        run_pipeline(config, topics, copied, index=passages_index)
-    assert run_pipeline(config, topics, copied, index=passages_index, restart=True).batches_done_now == 2
+        run_pipeline(config, topics, copied, index=demo_index)
+    assert run_pipeline(config, topics, copied, index=demo_index, restart=True).batches_done_now == 2
 
 
-def test_a_resume_after_a_prompt_edit_is_refused(tmp_path, topics, passages_index, monkeypatch):
+def test_a_resume_after_a_prompt_edit_is_refused(tmp_path, topics, demo_index, monkeypatch):
     from importlib.resources import files
 
     import ikatkit.pipelines.fingerprint as fp
@@ -277,15 +278,15 @@ def test_a_resume_after_a_prompt_edit_is_refused(tmp_path, topics, passages_inde
     monkeypatch.setattr(fp, "files", lambda package: tmp_path / "pkg")
     config = _write(tmp_path, BM25_ONLY)
     with pytest.raises(IkatError, match="rerun to resume"):
-        run_pipeline(config, topics, tmp_path / "out", index=passages_index, max_batches=1)
+        run_pipeline(config, topics, tmp_path / "out", index=demo_index, max_batches=1)
     (prompts / "rtg_response.txt").write_text((prompts / "rtg_response.txt").read_text() + "\nBe brief.\n")
     with pytest.raises(IkatError, match="holds checkpoints of another prompts — fix: use a new --out"):
-        run_pipeline(config, topics, tmp_path / "out", index=passages_index)
+        run_pipeline(config, topics, tmp_path / "out", index=demo_index)
 
 
-def test_run_reports_turns_without_passages(tmp_path, topics, passages_index):
+def test_run_reports_turns_without_passages(tmp_path, topics, demo_index):
     config = _write(tmp_path, BM25_ONLY.replace('stage = "manual_query"', 'stage = "raw_query"'))
-    outcome = run_pipeline(config, topics, tmp_path / "out", index=passages_index)
+    outcome = run_pipeline(config, topics, tmp_path / "out", index=demo_index)
     manifest = json.loads(outcome.manifest_file.read_text())
     empty = [r.qid for r in outcome.records if not r.ranking]
     assert manifest["turns_without_passages"] == len(empty)
