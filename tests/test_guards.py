@@ -190,3 +190,18 @@ def test_gtr_queries_that_retrieve_nothing_fall_back(records, demo_index):
     assert out[0].notes == ["generated queries retrieved nothing: the turn's query searched"]
     assert out[1].candidates[candidate_key("searcher", "xkcdq")] == [] and not out[1].notes
     assert [pid for pid, _ in out[1].ranking] == [h.docid for h in searcher.search(second.utterance, 10)]
+
+
+def test_context_evaluation_counts_guarded_rewrites(demo_dir, demo_index):
+    """`ikatkit context --llm`: each method's rejected rewrites are counted by reason (demo, scripted outputs)."""
+    pytest.importorskip("pyserini")
+    from ikatkit.evaluate.context import evaluate_context
+
+    topics = load_topics(demo_dir / "topics.json")
+    turns = [turn.qid for turn in topics]
+    good = {qid: f"What about protein {i}?" for i, qid in enumerate(turns)}
+    outputs = [COPIED_REWRITE if i % 3 == 0 else "" if i % 3 == 1 else good[qid] for i, qid in enumerate(turns)]
+    llm = ScriptedLLM(outputs + [good[qid] for qid in turns])  # "all", then "last": every rewrite kept
+    result = evaluate_context(topics, demo_index, demo_dir / "qrels.txt", methods=["last"], llm=llm)
+    assert result.guarded == {"all": {"empty rewrite": 4, "rewrite carries role tags": 4}, "last": {}}
+    assert "- all: 8; empty rewrite 4; rewrite carries role tags 4" in result.to_markdown()

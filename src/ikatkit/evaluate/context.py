@@ -65,6 +65,7 @@ class ContextEvaluation:
     conversations: dict[str, list[str]]
     seconds: dict[str, float]
     settings: dict[str, Any] = field(default_factory=dict)
+    guarded: dict[str, dict[str, int]] = field(default_factory=dict)  # with an LLM: per method, rejected rewrites
 
     def to_markdown(self) -> str:
         lines = []
@@ -89,12 +90,17 @@ class ContextEvaluation:
         for method, a in self.agreement.items():
             lines.append(f"| {method} | {a['precision']:.3f} | {a['recall']:.3f} | {a['predicted_pairs']} | "
                          f"{a['oracle_pairs']} | {self.seconds[method]:.2f} |")
+        if self.guarded:
+            lines += ["", "Rewrites the guards rejected (the raw utterance searched instead):", ""]
+            lines += [f"- {method}: {sum(reasons.values())}" + "".join(
+                f"; {reason} {count}" for reason, count in sorted(reasons.items())) for method, reasons in
+                self.guarded.items()]
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:
         """The figures as JSON values (NaN, e.g. a p-value of identical rankings, as null)."""
         return _finite({"settings": self.settings, "conversations": self.conversations, "seconds": self.seconds,
-                "agreement": self.agreement,
+                "agreement": self.agreement, "guarded": self.guarded,
                 "results": {subset: {"rows": c.rows, "evaluated": {m: len(r.evaluated) for m, r in c.results.items()}}
                             for subset, c in self.comparisons.items()}})
 
@@ -130,6 +136,7 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
     rankings: dict[str, dict[str, dict[str, float]]] = {}
     agreement: dict[str, dict[str, float]] = {}
     seconds: dict[str, float] = {}
+    guarded: dict[str, dict[str, int]] = {}
     variants = []
     for method in ["all", *(m for m in methods if m != "all")]:
         tried = thresholds["coherence" if method == "coherence" else "cascade"] if method in SCORED_METHODS else [0.5]
@@ -150,6 +157,8 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
             from ikatkit.pipelines.stages import Rewrite
 
             queries = {r.qid: r.query or r.utterance for r in Rewrite(llm).transform(records)}
+            reasons = [note.split(":")[0] for r in records for note in r.notes if note.endswith(": raw utterance used")]
+            guarded[name] = {reason: reasons.count(reason) for reason in sorted(set(reasons))}
         else:
             queries = {r.qid: context_query(r) for r in records}
         hits = searcher.batch_search(queries, k)
@@ -172,7 +181,7 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
                 "scorer": getattr(scorer, "model_name", None), "reranker": getattr(reranker, "model_name", None),
                 "rerank_depth": rerank_depth if reranker is not None else None,
                 "llm": getattr(llm, "model", None) if llm is not None else None, "test": test, "correction": correction}
-    return ContextEvaluation(comparisons, agreement, conversations, seconds, settings)
+    return ContextEvaluation(comparisons, agreement, conversations, seconds, settings, guarded)
 
 
 def write_evaluation(result: ContextEvaluation, out: str | Path) -> list[Path]:
