@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from ikatkit.llm.base import LLM
-from ikatkit.llm.guards import LUCENE_STOP_WORDS, check_queries, check_response, check_rewrite, repeated_sentence
+from ikatkit.llm.guards import (LUCENE_STOP_WORDS, check_queries, check_response, check_rewrite, looping_phrase,
+                                repeated_sentence)
 from ikatkit.pipelines.demo import demo_data
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.stages import GenerateAnswer, GenerateQueries, Respond, Rewrite
@@ -116,6 +117,12 @@ def test_response_and_query_checks():
     assert check_response(TEMPLATE_RESPONSE) == "response echoes the prompt template"
     assert check_response("Tofu has 8 g of protein per 100 g. Lentils have 9 g. Tofu is cheap.") is None
     assert check_response("Yes. Yes. It is fine.") is None  # short repeated words are no loop
+    # SmolLM2 with the chat response prompt on demo-1_2: a list that loops on one item
+    listed = ("Good sources for you include: - Ground flaxseed - Chia seeds, hemp seeds and walnuts - Fish - Algae oil "
+              "supplements" + " - Microplastics" * 8)
+    assert check_response(listed) == "response repeats a phrase" and looping_phrase(listed) == "microplastics"
+    assert looping_phrase("very very very good, really really good") is None  # three times is no loop
+    assert looping_phrase("a b a b a b a b") == "a b"
     assert check_response("### Protein sources\n- Tofu: 8 g per 100 g\n- Lentils: 9 g") is None  # own Markdown
     assert check_response("### Response:\nTofu and lentils.") is None  # the label the prompt ends on
     assert check_response("Sure.\nConversational Context: the user runs.") == "response echoes the prompt template"
@@ -226,3 +233,21 @@ def test_context_evaluation_counts_guarded_rewrites(demo_dir, demo_index):
     result = evaluate_context(topics, demo_index, demo_dir / "qrels.txt", methods=["last"], llm=llm)
     assert result.guarded == {"all": {"empty rewrite": 4, "rewrite carries role tags": 4}, "last": {}}
     assert "- all: 8; empty rewrite 4; rewrite carries role tags 4" in result.to_markdown()
+
+
+def test_no_real_response_loops_on_a_phrase(ikat2023, nuggets_2024):
+    """The 2023 canonical responses and the 2024 gold and submitted responses pass the phrase-loop check."""
+    import json
+
+    texts = [t.response for name in ("train", "test") for t in load_topics(ikat2023 / f"{name}_topics.json")
+             if t.response]
+
+    def strings(value: Any) -> None:
+        if isinstance(value, str) and len(value.split()) > 20:
+            texts.append(value)
+        for child in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+            strings(child)
+
+    for name in ("automatic_responses.json", "manual_responses.json", "gold_responses_human.json"):
+        strings(json.loads((nuggets_2024 / name).read_text()))
+    assert len(texts) > 1_200 and [t[:80] for t in texts if looping_phrase(t)] == []

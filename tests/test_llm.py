@@ -131,6 +131,9 @@ def test_prompts_render_every_task():
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert chat[-1]["content"] == "### Conversational Context:\nUser: Hi\nSystem: Hello\n\n### User Question:\nu?"
     assert all("<<" not in m["content"] and m["content"] == m["content"].strip() for m in chat)
+    respond = render("rtg_response_chat", query="q?", ptkb=["I am tall."], passages=["p one"])
+    assert [m["role"] for m in respond] == ["system", "user"] and respond[1]["content"] == "q?"
+    assert respond[0]["content"].endswith("### User Information:\n- I am tall.\n\n### Passages:\n[1] p one")
 
 
 def test_parsers():

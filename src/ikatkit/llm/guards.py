@@ -89,14 +89,29 @@ def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str
     return None
 
 
+def looping_phrase(text: str, longest: int = 4, times: int = 4) -> str | None:
+    """A phrase of up to ``longest`` words said ``times`` times or more in a row (the first such), else None:
+    "- Microplastics - Microplastics - Microplastics - Microplastics", a loop no sentence split shows."""
+    words = normalize(text).split()
+    for size in range(1, longest + 1):
+        for start in range(len(words) - size * times + 1):
+            phrase = words[start: start + size]
+            if all(words[start + k * size: start + (k + 1) * size] == phrase for k in range(1, times)):
+                return " ".join(phrase)
+    return None
+
+
 def check_response(response: str) -> str | None:
-    """Why a response (or a GtR initial answer) must not be used, or None: empty, the template, a loop."""
+    """Why a response (or a GtR initial answer) must not be used, or None: empty, the template, a loop (a sentence
+    said twice, a short phrase four times in a row)."""
     if not response.strip():
         return "empty response"
     if echoes_template(response) or ROLE_TAG.search(response):
         return "response echoes the prompt template"
     if repeated_sentence(response):
         return "response repeats a sentence"
+    if looping_phrase(response):
+        return "response repeats a phrase"
     return None
 
 

@@ -48,7 +48,8 @@ def run_demo(config: str | Path, out: str | Path) -> int:
                                  else "(the config ranks no PTKB statements)"))
     print(f"evaluation: {out / 'evaluation.json'}\n")
     shown = next(r for r in outcome.records if r.qid == SHOWN_TURN)
-    print(explain_turn(shown, passages.per_query.get(SHOWN_TURN, {})))
+    scores = passages.per_query.get(SHOWN_TURN, {})
+    print(explain_turn(shown, {m: scores[m] for m in passages.mean if m in scores}))  # the order of the means
     if any(spec.get("kind") == "llm" for spec in load_config(config).resources.values()):
         print("\n" + REAL_MODEL)
     return 0 if outcome.valid else 1
