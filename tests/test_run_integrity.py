@@ -115,6 +115,15 @@ def test_gtr_without_fuse_is_rejected(tmp_path):
 
 # --- config checks at load ---------------------------------------------------------------------------------------
 
+def test_an_unknown_rewrite_task_names_its_config_line(tmp_path):
+    text = GTR_HEAD + '[[stages]]\nstage = "rewrite"\ntask = "rtg_rewrote"\n'
+    line = text.splitlines().index('task = "rtg_rewrote"') + 1
+    stage = text.count("[[stages]]") - 1
+    with pytest.raises(IkatError, match=rf"config\.toml \(stages\[{stage}\]\.task, line {line}\): unknown rewrite task "
+                                        r"'rtg_rewrote' — fix: use one of \('rtg_rewrite', 'rtg_rewrite_chat'\)"):
+        load_config(_write(tmp_path, text))
+
+
 @pytest.mark.parametrize("edit, message", [
     (("k = 20", 'k = "ten"'), r"\(stages\[2\]\.k\): k = 'ten' is not of type int — fix: give k a value of type int"),
     (("k = 20", "kk = 5"), r"\(stages\[2\]\.kk\): unknown option 'kk' — fix: use only \['expand_ptkb', 'k'\]"),
