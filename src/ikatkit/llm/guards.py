@@ -65,8 +65,9 @@ def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str
     conversation (unless the user repeated that utterance now); a statement where the user asked a question
     (the model answered instead of rewriting: "You need to eat 200g of protein every day."); and, unless the
     user said just that, a rewrite BM25 cannot search (stop words only: "No.") or one word said over and over
-    ("No, no, no, no, ..."); a rewrite that adds nothing and leaves out most of the utterance's words (stop words aside: "It hurts after my
-    long runs. What should I do?" -> "What should I do?"): it resolves nothing and loses what the user said."""
+    ("No, no, no, no, ..."); a rewrite that adds nothing and leaves out most of the utterance's words (stop words
+    aside: "It hurts after my long runs. What should I do?" -> "What should I do?"): it resolves nothing and loses
+    what the user said."""
     if not rewrite.strip():
         return "empty rewrite"
     if ROLE_TAG.search(rewrite):

@@ -10,7 +10,8 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 
-TASKS = ("rtg_rewrite", "rtg_rewrite_chat", "rtg_response", "rtg_response_chat", "gtr_answer", "gtr_queries", "gtr_response", "ptkb_classify", "nugget_support",
+TASKS = ("rtg_rewrite", "rtg_rewrite_chat", "rtg_response", "rtg_response_chat", "gtr_answer", "gtr_queries",
+         "gtr_response", "ptkb_classify", "nugget_support",
          "promise_response", "refine_specificity", "refine_faithfulness", "refine_relevance", "refine_memory",
          "plan_sources")
 MAX_PASSAGE_WORDS = 200
