@@ -189,25 +189,28 @@ def _config(folder: Path, method: str = "cascade", batch: int = 16, run_type: st
 
 
 @pytest.mark.parametrize("scorer", ["ranker", "lexical"])
-def test_cascade_run_is_deterministic_across_batches_and_resume(test_topics, passages_index, tmp_path, scorer):
-    topics = test_topics.subset(["13-1"])
-    whole = run_pipeline(_config(tmp_path / "a", scorer=scorer), topics, tmp_path / "a" / "run", index=passages_index)
-    small = _config(tmp_path / "b", batch=3, scorer=scorer)
+def test_cascade_run_is_deterministic_across_batches_and_resume(judged, tmp_path, scorer):
+    """Conversation 13-1 of the 2023 test year (8 turns), then demo conversation 1 (6 turns): three batches."""
+    topics = load_topics(judged.topics).subset(["13-1" if judged.name == "ikat2023" else "demo-1"])
+    batch = -(-len(topics) // 3)
+    index = judged.index
+    whole = run_pipeline(_config(tmp_path / "a", scorer=scorer), topics, tmp_path / "a" / "run", index=index)
+    small = _config(tmp_path / "b", batch=batch, scorer=scorer)
     with pytest.raises(IkatError, match="rerun to resume"):
-        run_pipeline(small, topics, tmp_path / "b" / "run", index=passages_index, max_batches=2)
-    resumed = run_pipeline(small, topics, tmp_path / "b" / "run", index=passages_index)
+        run_pipeline(small, topics, tmp_path / "b" / "run", index=index, max_batches=2)
+    resumed = run_pipeline(small, topics, tmp_path / "b" / "run", index=index)
     assert resumed.batches_done_now == 1 and resumed.valid is True
     assert resumed.run_file.read_bytes() == whole.run_file.read_bytes()
     assert [r.context_ids for r in resumed.records] == [r.context_ids for r in whole.records]
     assert [r.context_trace for r in resumed.records] == [r.context_trace for r in whole.records]
     first = whole.records[0]
-    assert first.qid == "13-1_1" and first.context_ids == [] and first.query == first.utterance
+    assert first.qid == f"{topics.conversations[0].id}_1" and first.context_ids == [] and first.query == first.utterance
     for record in whole.records:  # the query is the utterance plus the selected turns' utterances
         kept = [u for qid, (u, _) in zip(record.history_ids, record.history) if qid in record.context_ids]
         assert record.query == " ".join([record.utterance, *kept])
 
 
-def test_bad_context_options_name_the_config_line(test_topics, ikat2023, passages_index, tmp_path):
+def test_bad_context_options_name_the_config_line(demo_dir, demo_index, tmp_path):
     shipped = load_config(Path(__file__).parents[1] / "configs" / "rtg_context_cascade.toml")
     assert shipped.stages[0] == {"stage": "select_context", "method": "cascade_limit", "n": 6, "threshold": 0.7,
                                  "passages": 10, "ranker": "context_scorer"}
@@ -222,18 +225,18 @@ def test_bad_context_options_name_the_config_line(test_topics, ikat2023, passage
         load_config(path)
     with pytest.raises(IkatError, match='method = "oracle" reads gold provenance, so the run must be marked manual'):
         load_config(_config(tmp_path, method="oracle"))
-    raw = json.loads((ikat2023 / "test_topics.json").read_text())[:1]
+    raw = json.loads((demo_dir / "topics.json").read_text())[:1]
     for turn in raw[0]["turns"]:
         turn.pop("response_provenance")
     bare = parse_topics(raw, 2023)
     with pytest.raises(IkatError, match=r"stages\[0\] \(select_context\)\): method = \"oracle\" reads "
                                         "response_provenance, and no turn of these topics has any"):
-        run_pipeline(_config(tmp_path, method="oracle", run_type="manual"), bare, tmp_path / "run",
-                     index=passages_index)
+        run_pipeline(_config(tmp_path, method="oracle", run_type="manual"), bare, tmp_path / "run", index=demo_index)
     path = _config(tmp_path / "noranker")
     path.write_text(path.read_text().replace('[resources.minilm]\nkind = "bi-encoder"\nmodel = "bundled:minilm"\n', ""))
     with pytest.raises(IkatError, match=r"stages\[0\] \(select_context\)\): method = \"cascade\" needs a scorer"):
-        run_pipeline(path, test_topics.subset(["13-1"]), tmp_path / "run2", index=passages_index)
+        run_pipeline(path, load_topics(demo_dir / "topics.json").subset(["demo-1"]), tmp_path / "run2",
+                     index=demo_index)
 
 
 def test_context_command_evaluates_methods(ikat2023, passages_index, tmp_path, capsys):
