@@ -34,7 +34,7 @@ def dense_index(judged, ray_local, tmp_path_factory) -> Path:
 
 
 def _shard_size(judged) -> int:
-    """Three shards, the last one shorter."""
+    """Three shards (the last one shorter where the passages do not divide by 3)."""
     return -(-len(_passages(judged.passages)) // 3)
 
 

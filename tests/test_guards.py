@@ -71,7 +71,7 @@ def test_rewrite_checks(records):
                          "about Japan.", []) == "rewrite only cuts the utterance"  # 4 of 9
     assert check_rewrite("What should I do about knee pain after my long runs?", records[3].utterance,
                          records[3].history) is None  # 8 of 9 kept, the context added
-    assert check_rewrite("Is it vegan?", "Is it vegan?", []) is None  # fewer than 3 words to keep
+    assert check_rewrite("Is it vegan?", "Is it vegan?", []) is None  # the user's own words: nothing cut
 
 
 def test_gold_rewrites_pass(topics):

@@ -239,8 +239,8 @@ class Retrieve:
             r.candidates[candidate_key(retriever, q)] for q in r.queries) and (r.query or r.utterance) not in r.queries}
         if fallback:  # GtR: no generated query retrieved anything, the turn's own query is searched instead
             for record in (r for r in records if (r.qid, -1) in fallback):
-                for query in record.queries:
-                    del record.candidates[candidate_key(retriever, query)]
+                for query in record.queries:  # a query listed twice has one list
+                    record.candidates.pop(candidate_key(retriever, query), None)
                 record.notes.append("generated queries retrieved nothing: the turn's query searched")
             self._search(records, fallback, retriever)
         for record in records:
