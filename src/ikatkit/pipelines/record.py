@@ -53,6 +53,7 @@ class TurnRecord:
     plan: dict[str, Any] = field(default_factory=dict)  # plan_sources: planner, scores, decision, fallback
     ptkb_used: list[str] = field(default_factory=list)  # respond / refine_evidence: the statements in the prompt
     evidence: dict[str, Any] = field(default_factory=dict)  # refine_evidence: the trace of its rounds
+    user_id: str = ""  # the simulated user's id (interactive runs); track_persona keys its store by it
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

@@ -1,0 +1,1 @@
+"""Subcommands of the ``ikatkit`` command, one module per group: each has ``add(sub)``."""
