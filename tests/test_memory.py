@@ -284,7 +284,7 @@ passages = 1
 
 @pytest.mark.slow
 def test_real_training_then_inference_with_the_bundled_models(ikat2023, passages_index, tmp_path):
-    from ikatkit.partition.memory import train_refiner
+    from ikatkit.training.refiner import train_refiner
     from ikatkit.pipelines import run_pipeline
 
     selector_file = tmp_path / "agent-r.json"

@@ -16,7 +16,8 @@ import pytest
 from ikatkit.errors import IkatError
 from ikatkit.pipelines import load_config, run_pipeline
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.stages import INITIAL_FIELDS, STAGES
+from ikatkit.pipelines.base import INITIAL_FIELDS
+from ikatkit.pipelines.registry import STAGES
 from ikatkit.topics import load_topics
 
 BM25_ONLY = """
@@ -56,6 +57,7 @@ stage = "generate_answer"
 stage = "generate_queries"
 [[stages]]
 stage = "retrieve"
+expand_ptkb = false
 """
 
 

@@ -842,7 +842,7 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--out", required=True, help="selector file (tied to the stage's prompt, LLM and options)")
 
     def train_refiner(args: argparse.Namespace) -> int:
-        from ikatkit.partition.memory import train_refiner as train
+        from ikatkit.training.refiner import train_refiner as train
 
         selector = train(args.config, args.topics, args.out, index=args.index, cache_dir=args.cache,
                          conversations=args.conversations)

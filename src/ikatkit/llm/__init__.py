@@ -31,6 +31,11 @@ def _options(cls: type[LLM]) -> set[str]:
     return names
 
 
+def backend_options(backend: str) -> set[str]:
+    """The options a config may give an LLM of ``backend`` (its own and the shared ones, with backend and model)."""
+    return _options(_backend_class(backend)) | {"backend", "model"}
+
+
 def make_llm(config: dict[str, Any]) -> LLM:
     """An LLM from a config: ``backend`` (transformers | openai), ``model`` and the backend's options.
 
@@ -56,4 +61,4 @@ def make_llm(config: dict[str, Any]) -> LLM:
     return cls(model, **options)
 
 
-__all__ = ["BACKENDS", "LLM", "make_llm"]
+__all__ = ["BACKENDS", "LLM", "backend_options", "make_llm"]

@@ -6,7 +6,7 @@ chose). The LLM proposes ``k`` candidate memories, query-focused condensations o
 (empty, the prompt echoed, role tags, a repeated sentence: ``ikatkit.llm.guards.check_response``) is traced with
 its reason and counted, never used; with no usable candidate the passages themselves stay the memory.
 
-Training (:func:`train_refiner`, Algorithm 1 lines 11-20, with the reference): the config's ``respond`` stage
+Training (:func:`ikatkit.training.refiner.train_refiner`, Algorithm 1 lines 11-20, with the reference): the config's ``respond`` stage
 answers from the raw passages (h) and from each candidate memory (h'); Δ is a reference measure of
 ``ikatkit.evaluate.responses`` (``metric``, ROUGE-L F1 by default) against the turn's canonical response. Each
 round proposes a new pool; its best candidate by Δ replaces the kept memory when Δ(h', y) > Δ(h, y) (reward
@@ -28,18 +28,18 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ikatkit.atomic import write_json
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import check_sampling
-
-if TYPE_CHECKING:  # the pipelines package imports this module to register the stage
-    from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.base import Stage
+from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.registry import register
 
 SELECTOR_VERSION = 1
 FEATURES = ("k_precision", "passage_coverage", "query_coverage", "passage_cosine", "query_cosine", "words_100")
@@ -130,15 +130,17 @@ class MemorySelector:
         return selector
 
 
-class RefineMemory:
+@register
+class RefineMemory(Stage):
     """Agent-R: ``k`` candidate memories from the top ``passages`` passages, one chosen by the trained ``selector``
     (see the module's docstring). Sampling: ``temperature``, ``top_k``, ``top_p``, ``seed``, ``max_new_tokens``;
     candidates are cut to ``max_words``. ``record.memory`` is the chosen memory ("" = the passages) and
     ``record.memory_trace`` every candidate with its features, guard verdict and predicted gain."""
 
     name = "refine_memory"
-    requires: tuple[str, ...] = ("ranking",)
-    provides: tuple[str, ...] = ("memory", "memory_trace")
+    requires = ("ranking",)
+    ordered = ("query",)
+    provides = ("memory", "memory_trace")
 
     def __init__(self, llm: Any, searcher: Any, selector: str = "", k: int = 3, passages: int = 3,
                  temperature: float = 0.7, top_k: int = 50, top_p: float = 1.0, seed: int = 0,
@@ -271,8 +273,6 @@ class RefineMemory:
         """Algorithm 1's inner loop for each record against its reference; ``respond`` answers copies of records
         (their ``memory`` set). Sets ``record.memory`` to the kept memory and traces every candidate's response,
         Δ, gain and each round's reward; returns ``(features, gain over the raw passages)`` per usable candidate."""
-        from ikatkit.pipelines.record import TurnRecord
-
         def answer(memories: list[tuple[int, str]]) -> list[str]:
             copies = []
             for i, memory in memories:
@@ -319,63 +319,3 @@ class RefineMemory:
             else:
                 record.memory = trace["candidates"][trace["chosen"]]["text"] if trace["chosen"] is not None else ""
         return rows
-
-
-def train_refiner(config_path: str | Path, topics_path: str | Path, out: str | Path, *,
-                  index: str | Path | None = None, cache_dir: str | Path | None = None,
-                  conversations: list[str] | None = None, ridge: float = 1.0) -> MemorySelector:
-    """Run ``config``'s stages before ``refine_memory`` over the training turns that have a canonical response,
-    the boosting loop with the config's ``respond`` stage (and any stage between them), fit the selector and
-    save it to ``out``."""
-    from ikatkit.paths import cache_root
-    from ikatkit.pipelines.config import Resources, build_stages, load_config
-    from ikatkit.pipelines.record import records_for
-    from ikatkit.topics import load_topics
-
-    config = load_config(config_path)
-    names = [spec["stage"] for spec in config.stages]
-    if "refine_memory" not in names:
-        raise IkatError("the config has no refine_memory stage", path=config.path, fix="add one (see configs/)")
-    at = names.index("refine_memory")
-    if "respond" not in names[at:]:
-        raise IkatError("no respond stage after refine_memory", path=config.path,
-                        fix="put a respond stage after refine_memory: it answers from each candidate memory")
-    end = names.index("respond", at)
-    topics = load_topics(topics_path)
-    if conversations:
-        topics = topics.subset(conversations)
-    references = {turn.qid: turn.response for turn in topics if turn.response and turn.response.strip()}
-    records = [r for r in records_for(topics) if r.qid in references]
-    if not records:
-        raise IkatError("no training turn has a canonical response", path=topics_path,
-                        fix="train on topics with responses (the 2023 train or test topics)")
-    specs = [dict(spec, selector="") if spec["stage"] == "refine_memory" else spec for spec in config.stages[: end + 1]]
-    resources = Resources(config, index, Path(cache_dir) if cache_dir else cache_root())
-    stages = build_stages(replace(config, stages=specs), resources)
-    before, refiner, after = stages[:at], stages[at], stages[at + 1:]
-
-    def respond(batch: list[TurnRecord]) -> list[TurnRecord]:
-        for stage in after:
-            batch = stage.transform(batch)
-        return batch
-
-    rows: list[tuple[list[float], float]] = []
-    traced: list[TurnRecord] = []
-    for start in range(0, len(records), config.batch_size):
-        batch = records[start: start + config.batch_size]
-        for stage in before:
-            batch = stage.transform(batch)
-        rows.extend(refiner.boost(batch, references, respond))
-        traced.extend(batch)
-    x = np.asarray([r for r, _ in rows], dtype=np.float64).reshape(len(rows), len(FEATURES))
-    gains = np.asarray([g for _, g in rows], dtype=np.float64)
-    kept = [r.memory_trace["candidates"][r.memory_trace["chosen"]]["gain"] if r.memory_trace.get("chosen") is not None
-            else 0.0 for r in traced]  # the kept memory's gain over the raw passages (0: the passages kept)
-    meta = {"config": str(config.path), "topics": str(topics_path), "turns": [r.qid for r in traced],
-            "candidates": len(rows), "degenerate": sum(r.memory_trace.get("degenerate", 0) for r in traced),
-            "turns_improved": sum(g > 0 for g in kept), "metric": refiner.metric, "ridge": ridge,
-            "mean_gain": round(float(gains.mean()), 6) if len(gains) else None,
-            "mean_kept_gain": round(float(np.mean(kept)), 6)}
-    selector = MemorySelector.fit(x, gains, refiner.fingerprint(), ridge, meta)
-    selector.save(out)
-    return selector

@@ -3,20 +3,21 @@ searches only there (``record.partitions``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.partition.selector import Policy, partition_rankings, states
-
-if TYPE_CHECKING:  # the pipelines package imports this module to register the stage
-    from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.base import Placement, Stage
+from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.registry import register
 
 METHODS = ("agent", "centroid", "all")
 
 
-class SelectPartition:
+@register
+class SelectPartition(Stage):
     """``method`` agent: the DQN policy in ``policy`` (trained on these partitions) over the state of
     :func:`ikatkit.partition.selector.states`; centroid: the partition whose centroid is nearest the query;
     all: every partition (the whole index). Q-values are noted on the record."""
@@ -27,8 +28,7 @@ class SelectPartition:
 
     def __init__(self, searcher: Any, ranker: Any = None, policy: str | None = None, method: str = "agent",
                  top: int = 5) -> None:
-        if method not in METHODS:
-            raise IkatError(f"unknown select_partition method {method!r}", fix=f"use one of {METHODS}")
+        self.check({"method": method, "policy": policy, "top": top})
         if not hasattr(searcher, "manifest"):
             raise IkatError("select_partition needs a partitioned-bm25 searcher",
                             fix='declare kind = "partitioned-bm25" and name it as the stage\'s searcher')
@@ -40,11 +40,33 @@ class SelectPartition:
         if method == "centroid" and self.centroids is None:
             raise IkatError("these partitions have no centroids (category strategy)", path=searcher.folder,
                             fix="use method = \"agent\" or partitions built from embeddings")
-        if method == "agent" and not policy:
-            raise IkatError("select_partition (agent) needs policy = \"FILE\"",
-                            fix="train one with `ikatkit partition train-selector`")
         self.policy = Policy.load(policy, searcher.manifest) if method == "agent" else None
         self.searcher, self.ranker, self.method, self.top = searcher, ranker, method, top
+
+    @classmethod
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
+        """A known method, a policy file for the agent, a positive ``top``."""
+        method = options.get("method", "agent")
+        if method not in METHODS:
+            raise IkatError(f"unknown select_partition method {method!r}", where="method", fix=f"use one of {METHODS}")
+        if method == "agent" and not options.get("policy"):
+            raise IkatError("select_partition (agent) needs policy = \"FILE\"", where="policy",
+                            fix="train one with `ikatkit partition train-selector`")
+        top = options.get("top", 5)
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise IkatError(f"top = {top!r} must be a positive integer", where="top", fix="e.g. top = 5")
+
+    @classmethod
+    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+        """Partitions come from a partitioned-bm25 searcher; every method but ``all`` embeds with a bi-encoder."""
+        if placement.kinds.get("searcher") != "partitioned-bm25":
+            raise IkatError(f"select_partition needs a partitioned-bm25 searcher, and {options.get('searcher')!r} is "
+                            f"a {placement.kinds.get('searcher')!r} resource",
+                            fix='declare kind = "partitioned-bm25" and name it as the stage\'s searcher')
+        method = options.get("method", "agent")
+        if method != "all" and placement.kinds.get("ranker") != "bi-encoder":
+            raise IkatError(f"select_partition ({method}) needs a bi-encoder ranker to embed the query",
+                            fix='declare a kind = "bi-encoder" resource (model = "bundled:minilm") and name it')
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         if self.method == "all":

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.registry import register
 
 METHODS = ("all", "last", "oracle", "oracle_qrels", "cascade", "cascade_limit", "coherence")
 CHECKS = ("context", "utterance")
@@ -186,7 +188,8 @@ class Cascade:
         return state
 
 
-class SelectContext:
+@register
+class SelectContext(Stage):
     """Choose each turn's dialogue context among its previous turns (``method``, see :data:`METHODS`).
 
     ``all`` keeps every previous turn; ``last`` the last ``n``; ``oracle`` those sharing a provenance document
@@ -199,8 +202,8 @@ class SelectContext:
     :class:`~ikatkit.rank.lexical.TfidfCosine`)."""
 
     name = "select_context"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("context_ids", "context_trace")
+    requires = ()
+    provides = ("context_ids", "context_trace")
 
     def __init__(self, method: str = "all", n: int = 6, threshold: float = 0.5, passages: int = 10,
                  check: str = "context", scorer: str = "ranker", qrels: str | dict[str, dict[str, int]] | None = None,
@@ -270,13 +273,15 @@ def context_query(record: TurnRecord) -> str:
     return " ".join([record.utterance, *(u for u, _ in record.context_history)])
 
 
-class ContextQuery:
+@register
+class ContextQuery(Stage):
     """Query = the utterance plus the selected turns' utterances (all previous ones without ``select_context``):
     the paper's query, with no LLM."""
 
     name = "context_query"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("query",)
+    requires = ()
+    ordered = ("context_ids",)
+    provides = ("query",)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:

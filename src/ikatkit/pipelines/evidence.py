@@ -20,18 +20,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.pipelines.base import Stage, chat, check_mappings, evidence_variables
 from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.registry import register
 
 CONSISTENCY = ("embedding", "llm")
 Consistency = Callable[[Sequence[str], Sequence[str], Sequence[str]], list[float]]  # responses, items, queries
 
 
-class RefineEvidence:
+@register
+class RefineEvidence(Stage):
     """Algorithm 1 of UniMS-RAG over a batch (see the module's docstring)."""
 
     name = "refine_evidence"
-    requires: tuple[str, ...] = ("used", "ptkb_used", "passage_texts", "response")
-    provides: tuple[str, ...] = ("used", "ptkb_used", "passage_texts", "response", "evidence")
+    requires = ("used", "ptkb_used", "passage_texts", "response", "ranking")
+    ordered = ("query", "context_ids", "ptkb", "memory")
+    provides = ("used", "ptkb_used", "passage_texts", "response", "evidence")
 
     def __init__(self, llm: Any, searcher: Any, task: str = "rtg_response", alpha: int = 1, rounds: int = 1,
                  consistency: str = "embedding", embedding_model: str = "bundled:minilm",
@@ -49,7 +53,6 @@ class RefineEvidence:
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
         from ikatkit.llm.prompts import TASKS
-        from ikatkit.pipelines.stages import check_mappings
 
         if options.get("task", "rtg_response") not in TASKS:
             raise IkatError(f"unknown task {options['task']!r}", where="task",
@@ -111,7 +114,6 @@ class RefineEvidence:
     def _round(self, records: list[TurnRecord], round_: int) -> list[TurnRecord]:
         """Score, swap and regenerate; returns the records that go on to the next round."""
         from ikatkit.llm.guards import check_response
-        from ikatkit.pipelines.stages import _chat, evidence_variables
 
         items = [self._items(r) for r in records]
         rows = [(r.response, text, r.query or r.utterance) for r, its in zip(records, items) for _, _, text, _ in its]
@@ -134,7 +136,7 @@ class RefineEvidence:
             previous.append((list(record.ptkb_used), list(record.used), dict(record.passage_texts)))
             self._apply(record, removed, added)
             changed.append(record)
-        outputs = _chat(self.llm, self.task, [evidence_variables(r, self.similarity if self.tokens else None)
+        outputs = chat(self.llm, self.task, [evidence_variables(r, self.similarity if self.tokens else None)
                                               for r in changed])
         going = []
         for record, output, (ptkb_used, used, texts) in zip(changed, outputs, previous):

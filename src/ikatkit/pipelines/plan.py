@@ -22,7 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.pipelines.base import Stage, prompt_context, reject
 from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.registry import register
 
 PLANNERS = ("always", "threshold", "llm")
 ALL_SOURCES = ["ptkb", "passages"]
@@ -34,12 +36,14 @@ def decision(sources: Sequence[str]) -> str:
     return ", ".join(s.upper() for s in sources) or "NULL"
 
 
-class PlanSources:
+@register
+class PlanSources(Stage):
     """Plan the sources of each turn's response (see the module's docstring)."""
 
     name = "plan_sources"
-    requires: tuple[str, ...] = ("ptkb", "ranking")
-    provides: tuple[str, ...] = ("sources", "plan", "ptkb")
+    requires = ("ptkb", "ranking")
+    ordered = ("context_ids",)  # the llm planner's prompt
+    provides = ("sources", "plan", "ptkb")
 
     def __init__(self, planner: str = "always", llm: Any | None = None, ptkb_threshold: float | None = None,
                  passage_threshold: float | None = None) -> None:
@@ -47,6 +51,10 @@ class PlanSources:
                     "passage_threshold": passage_threshold})
         self.planner, self.llm = planner, llm
         self.ptkb_threshold, self.passage_threshold = ptkb_threshold, passage_threshold
+
+    @classmethod
+    def ordered_reads(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        return cls.ordered if options.get("planner", "always") == "llm" else ()
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
@@ -93,18 +101,14 @@ class PlanSources:
 
     def _llm_outputs(self, records: list[TurnRecord]) -> list[str]:
         from ikatkit.llm.prompts import STOPS, render
-        from ikatkit.pipelines.stages import _context
-
-        prompts = [render("plan_sources", **_context(r)) for r in records]
+        prompts = [render("plan_sources", **prompt_context(r)) for r in records]
         return self.llm.chat(prompts, stop=STOPS["plan_sources"], max_new_tokens=PLAN_TOKENS) if prompts else []
 
     def _parse(self, record: TurnRecord, output: str) -> list[str] | None:
         from ikatkit.llm.parse import parse_sources
-        from ikatkit.pipelines.stages import _reject
-
         sources = parse_sources(output)
         if sources is None:
-            _reject(record, self.llm, self.name, output, "unparsable source plan: every source used")
+            reject(record, self.llm, self.name, output, "unparsable source plan: every source used")
         return sources
 
 

@@ -24,7 +24,9 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import check_sampling
+from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.registry import register
 
 PRINCIPLES = ("specificity", "faithfulness", "relevance")
 
@@ -75,7 +77,8 @@ def majority(scores: Sequence[dict[str, float]], metrics: Sequence[str]) -> int:
     return max(range(len(scores)), key=lambda i: (wins[i], -i))
 
 
-class RefineResponse:
+@register
+class RefineResponse(Stage):
     """ProMiSe: best-of-``n`` sampling, threshold sufficiency, per-principle refinement for ``iterations`` rounds.
 
     ``metrics``: ``{name: {threshold, weight}}`` over :data:`METRICS`; ``improvement_threshold``: λ; sampling:
@@ -84,8 +87,9 @@ class RefineResponse:
     """
 
     name = "refine_response"
-    requires: tuple[str, ...] = ("used", "passage_texts", "response")
-    provides: tuple[str, ...] = ("response", "refinement")
+    requires = ("used", "passage_texts", "response")
+    ordered = ("query", "context_ids", "ptkb")
+    provides = ("response", "refinement")
 
     def __init__(self, llm: Any, n: int = 4, iterations: int = 2, temperature: float = 0.7, top_k: int = 50,
                  top_p: float = 1.0, seed: int = 0, improvement_threshold: float = 0.5,
@@ -218,7 +222,7 @@ class RefineResponse:
         return records
 
     def _variables(self, record: TurnRecord) -> dict[str, Any]:
-        return {"history": record.history, "utterance": record.utterance, "query": record.query or record.utterance,
+        return {"history": record.context_history, "utterance": record.utterance, "query": record.query or record.utterance,
                 "ptkb": record.ptkb_texts()[: self.ptkb],
                 "passages": [record.passage_texts.get(pid, "") for pid in record.used]}
 

@@ -12,9 +12,11 @@ just before the first batch; checkpoints of another fingerprint, or with none, a
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
+import pickle
 import platform
 import socket
 import sys
@@ -31,6 +33,7 @@ from tqdm import tqdm
 from ikatkit.atomic import write_json, write_text
 from ikatkit.errors import IkatError
 from ikatkit.paths import cache_root
+from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
 from ikatkit.pipelines.queries import pin_query_files
@@ -85,6 +88,27 @@ def to_run(records: list[TurnRecord], config: RunConfig, year: int) -> Run:
         ptkb = [PtkbRef(key, score, record.ptkb_all.get(key, "")) for key, score in record.ptkb]
         turns.append(TurnResult(record.qid, [Response(1, record.response, passages, ptkb)]))
     return Run(config.name, config.run_type, turns, year, config.team_id)
+
+
+RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(TurnRecord))
+
+
+def run_stage(stage: Stage, records: list[TurnRecord]) -> list[TurnRecord]:
+    """``stage.transform(records)`` with its contract enforced: the same turns come back in order, and no field
+    the stage does not declare (``provides`` and the shared ``notes``/``rejected``) changed on any of them."""
+    watched = [f for f in RECORD_FIELDS if f not in type(stage).declared()]
+    before = pickle.loads(pickle.dumps([[getattr(r, f) for f in watched] for r in records]))  # a fast deep copy
+    qids = [r.qid for r in records]
+    out = stage.transform(records)
+    if [r.qid for r in out] != qids:
+        raise IkatError(f"stage {stage.name!r} returned turns {[r.qid for r in out][:5]} for {qids[:5]}",
+                        fix=f"{type(stage).__qualname__}.transform must return the records it was given, in order")
+    for record, values in zip(out, before):
+        for name, value in zip(watched, values):
+            if getattr(record, name) != value:
+                raise IkatError(f"stage {stage.name!r} changed {name!r} of turn {record.qid}, a field it does not "
+                                "declare", fix=f"add {name!r} to {type(stage).__qualname__}.provides, or leave it alone")
+    return out
 
 
 def _versions() -> dict[str, str]:
@@ -219,7 +243,7 @@ def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path 
         batch, seconds = batches[i], {}
         for p, stage in enumerate(stages):
             start = time.perf_counter()
-            batch = stage.transform(batch)
+            batch = run_stage(stage, batch)
             seconds[stage.name] = seconds.get(stage.name, 0.0) + time.perf_counter() - start
             if per_stage:
                 bars[p].update(len(batch))

@@ -3,75 +3,31 @@
 RtG, GtR and the manual run are lists of these stages in a config (see ``configs/``). Stages only
 read and write fields of :class:`TurnRecord`, so a run can be explained and compared stage by stage.
 
-Each stage declares its contract as class attributes naming record fields: ``requires`` (fields an earlier
-stage must have produced) and ``provides`` (fields it sets); ``single_list_provides`` are fields it sets only
-when a turn has one candidate list (one query, one retriever). ``load_config`` checks the order.
-Candidates are keyed by retriever and query (:func:`candidate_key`), so two retrieve stages add lists.
+Each stage declares its contract as class attributes naming record fields (``requires``, ``ordered``,
+``optional``, ``provides``: :mod:`ikatkit.pipelines.base`) and registers itself (:func:`register`); ``load_config``
+checks the order and the runner what each stage wrote. Candidates are keyed by retriever and query
+(:func:`candidate_key`), so two retrieve stages add lists.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.pipelines.context import ContextQuery, SelectContext
-from ikatkit.partition.stage import SelectPartition
+from ikatkit.pipelines.base import (Placement, Stage, candidate_key, chat, check_mappings, evidence_variables,
+                                    prompt_context, query_of, reject, top_text)
 from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.registry import STAGES, register  # noqa: F401  (STAGES: importable here as before)
 from ikatkit.rank.base import rank_ptkb
 
-# Set when a record is made from its turn: every stage may read them.
-INITIAL_FIELDS = ("qid", "utterance", "history", "ptkb_all", "resolved_utterance", "gold_ptkb")
 
-
-class Stage(Protocol):
-    name: str
-    requires: tuple[str, ...]
-    provides: tuple[str, ...]
-
-    def transform(self, records: list[TurnRecord]) -> list[TurnRecord]: ...
-
-
-def _context(record: TurnRecord) -> dict[str, Any]:
-    """Prompt variables shared by every task: the canonical context (as ``select_context`` chose it), the PTKB,
-    the question."""
-    return {
-        "history": record.context_history,
-        "utterance": record.utterance,
-        "query": record.query or record.utterance,
-        "ptkb": record.ptkb_texts() or list(record.ptkb_all.values()),
-        "all_ptkb": list(record.ptkb_all.items()),
-    }
-
-
-def candidate_key(retriever: str, query: str) -> str:
-    """The key of one candidate list: the retriever's resource name and the query text."""
-    return f"{retriever}\t{query}"
-
-
-def query_of(key: str) -> str:
-    """The query text of a candidate key."""
-    return key.partition("\t")[2]
-
-
-def _reject(record: TurnRecord, llm: Any, stage: str, output: str, note: str) -> None:
-    """Note a guarded LLM output on the record (kept in ``rejected``) and count it as the LLM's fallback."""
-    record.notes.append(note)
-    record.rejected[stage] = output
-    llm.count_fallback(f"{record.qid}: {note}")
-
-
-def _chat(llm: Any, task: str, variables: list[dict[str, Any]]) -> list[str]:
-    from ikatkit.llm.prompts import STOPS, render
-
-    return llm.chat([render(task, **v) for v in variables], stop=STOPS.get(task, ())) if variables else []
-
-
-class RawQuery:
+@register
+class RawQuery(Stage):
     """Query = the raw utterance (a baseline)."""
 
     name = "raw_query"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("query",)
+    requires = ()
+    provides = ("query",)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -79,12 +35,13 @@ class RawQuery:
         return records
 
 
-class ManualQuery:
+@register
+class ManualQuery(Stage):
     """Query = the resolved utterance (the manual run), raw where it is empty."""
 
     name = "manual_query"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("query",)
+    requires = ()
+    provides = ("query",)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -94,12 +51,13 @@ class ManualQuery:
         return records
 
 
-class FileQuery:
+@register
+class FileQuery(Stage):
     """Query = the turn's line in a ``qid<TAB>text`` file (own or distributed rewrites); every turn must have one."""
 
     name = "file_query"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("query",)
+    requires = ()
+    provides = ("query",)
 
     def __init__(self, path: str, sha256: str | None = None) -> None:
         from ikatkit.pipelines.queries import file_sha256, read_queries
@@ -119,7 +77,8 @@ class FileQuery:
         return records
 
 
-class Rewrite:
+@register
+class Rewrite(Stage):
     """LLM rewrite of the utterance from all previous utterances and the last canonical response.
 
     The raw utterance is used instead when the guards reject the rewrite (empty, role tags or the prompt in
@@ -128,8 +87,9 @@ class Rewrite:
     and two few-shot turns, one line out: what keeps a very small model such as the demo's on topic)."""
 
     name = "rewrite"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("query",)
+    requires = ()
+    ordered = ("context_ids",)
+    provides = ("query",)
     TASKS = ("rtg_rewrite", "rtg_rewrite_chat")
 
     def __init__(self, llm: Any, task: str = "rtg_rewrite") -> None:
@@ -145,17 +105,18 @@ class Rewrite:
         from ikatkit.llm.guards import check_rewrite
         from ikatkit.llm.parse import parse_rewrite
 
-        outputs = _chat(self.llm, self.task, [_context(r) for r in records])
+        outputs = chat(self.llm, self.task, [prompt_context(r) for r in records])
         for record, output in zip(records, outputs):
             record.query = parse_rewrite(output)
             problem = check_rewrite(record.query, record.utterance, record.history)
             if problem:
-                _reject(record, self.llm, self.name, output, f"{problem}: raw utterance used")
+                reject(record, self.llm, self.name, output, f"{problem}: raw utterance used")
                 record.query = record.utterance
         return records
 
 
-class RankPtkb:
+@register
+class RankPtkb(Stage):
     """Rank the conversation's PTKB statements against the query; keep the top ``k``.
 
     ``history_turns`` > 0 adds ``history_weight`` times each statement's best score against the previous raw
@@ -165,8 +126,9 @@ class RankPtkb:
     (bench/tune_ptkb_history.py)."""
 
     name = "rank_ptkb"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("ptkb",)
+    requires = ()
+    ordered = ("query", "context_ids")
+    provides = ("ptkb",)
 
     def __init__(self, ranker: Any, k: int = 3, history_turns: int = 0, history_weight: float = 0.8) -> None:
         self.ranker, self.k, self.history_turns, self.history_weight = ranker, k, history_turns, history_weight
@@ -180,12 +142,13 @@ class RankPtkb:
         return records
 
 
-class GoldPtkb:
+@register
+class GoldPtkb(Stage):
     """The topics' PTKB provenance (manual runs), score 1 each, in the topics' order."""
 
     name = "gold_ptkb"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("ptkb",)
+    requires = ()
+    provides = ("ptkb",)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -193,12 +156,14 @@ class GoldPtkb:
         return records
 
 
-class ClassifyPtkb:
+@register
+class ClassifyPtkb(Stage):
     """LLM classification of each PTKB statement as relevant or not (GtR); relevant ones score 1."""
 
     name = "classify_ptkb"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("ptkb",)
+    requires = ()
+    ordered = ("context_ids",)
+    provides = ("ptkb",)
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -206,14 +171,15 @@ class ClassifyPtkb:
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         from ikatkit.llm.parse import parse_ptkb_classification
 
-        variables = [dict(_context(r), response=r.response) for r in records]
-        for record, output in zip(records, _chat(self.llm, "ptkb_classify", variables)):
+        variables = [dict(prompt_context(r), response=r.response) for r in records]
+        for record, output in zip(records, chat(self.llm, "ptkb_classify", variables)):
             keys = parse_ptkb_classification(output, list(record.ptkb_all))
             record.ptkb = [(key, 1.0) for key in keys]
         return records
 
 
-class Retrieve:
+@register
+class Retrieve(Stage):
     """Search each retrieval query, optionally expanded with the selected PTKB statements.
 
     ``searcher`` is any resource with ``batch_search(texts, k)`` and ``texts(ids)`` (BM25, dense). Its lists are
@@ -223,13 +189,30 @@ class Retrieve:
     """
 
     name = "retrieve"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("candidates",)
+    requires = ()
+    ordered = ("queries", "query", "partitions", "ptkb")
+    provides = ("candidates",)
     single_list_provides = ("ranking",)
 
     def __init__(self, searcher: Any, k: int = 100, expand_ptkb: bool = True) -> None:
         self.searcher, self.k, self.expand_ptkb = searcher, k, expand_ptkb
         self.resource_names: dict[str, str] = {}  # set by build_stages: {"searcher": resource name}
+
+    @classmethod
+    def ordered_reads(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """The PTKB is read only when it expands the queries."""
+        return tuple(f for f in cls.ordered if f != "ptkb" or options.get("expand_ptkb", True))
+
+    @classmethod
+    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+        """After ``select_partition`` the searcher must search within the chosen partitions."""
+        from ikatkit.pipelines.resources import searcher_takes
+
+        kind = placement.kinds.get("searcher")
+        if "partitions" in placement.before and not searcher_takes(kind, "partitions"):
+            raise IkatError(f"retrieve searches {options.get('searcher')!r}, a {kind!r} resource, after "
+                            "select_partition chose partitions: only a partitioned-bm25 searcher searches within them",
+                            fix="name the partitioned-bm25 resource as this retrieve's searcher, or drop select_partition")
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         retriever = self.resource_names.get("searcher", "searcher")
@@ -262,12 +245,13 @@ class Retrieve:
                 (h.docid, float(h.score)) for h in hits[f"{qid}\t{i}"]]
 
 
-class Rerank:
+@register
+class Rerank(Stage):
     """Re-rank each query's candidates with a (bi- or cross-encoder) ranker against that query."""
 
     name = "rerank"
-    requires: tuple[str, ...] = ("candidates",)
-    provides: tuple[str, ...] = ("reranked",)
+    requires = ("candidates",)
+    provides = ("reranked",)
     single_list_provides = ("ranking",)
 
     def __init__(self, ranker: Any, searcher: Any, k: int | None = None) -> None:
@@ -291,14 +275,16 @@ class Rerank:
         return records
 
 
-class Fuse:
+@register
+class Fuse(Stage):
     """Merge the per-query rankings: round-robin ``interleave`` with dedupe (the paper's GtR), ``rrf``, or
     ``weighted`` (the sum of ``weights`` times each ranking's scores normalised by ``normalisation``, minmax or
     zscore: hybrid BM25 + dense)."""
 
     name = "fuse"
-    requires: tuple[str, ...] = ("candidates",)
-    provides: tuple[str, ...] = ("ranking",)
+    requires = ("candidates",)
+    ordered = ("reranked",)
+    provides = ("ranking",)
 
     METHODS = ("interleave", "rrf", "weighted")
     NORMALISATIONS = ("minmax", "zscore")
@@ -309,6 +295,7 @@ class Fuse:
 
         from ikatkit.retrieve import fusion
 
+        self.check({"method": method, "normalisation": normalisation})
         self.fuse = {"interleave": fusion.interleave, "rrf": fusion.rrf,
                      "weighted": partial(fusion.weighted, weights=weights, method=normalisation)}[method]
         self.k = k
@@ -317,9 +304,11 @@ class Fuse:
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
         """Reject a config's options before anything loads (called by ``load_config``)."""
         if options.get("method", "interleave") not in cls.METHODS:
-            raise IkatError(f"unknown fusion method {options['method']!r}", fix=f"use one of {cls.METHODS}")
+            raise IkatError(f"unknown fusion method {options['method']!r}", where="method",
+                            fix=f"use one of {cls.METHODS}")
         if options.get("normalisation", "minmax") not in cls.NORMALISATIONS:
-            raise IkatError(f"unknown normalisation {options['normalisation']!r}", fix=f"use one of {cls.NORMALISATIONS}")
+            raise IkatError(f"unknown normalisation {options['normalisation']!r}", where="normalisation",
+                            fix=f"use one of {cls.NORMALISATIONS}")
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         for record in records:
@@ -328,12 +317,15 @@ class Fuse:
         return records
 
 
-class GenerateAnswer:
+@register
+class GenerateAnswer(Stage):
     """GtR step 1: the LLM answers from context and PTKB alone (<= 200 words)."""
 
     name = "generate_answer"
-    requires: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("initial_answer",)
+    requires = ()
+    ordered = ("context_ids",)
+    optional = ("ptkb",)  # before classify_ptkb it answers from every statement (GtR)
+    provides = ("initial_answer",)
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -341,21 +333,23 @@ class GenerateAnswer:
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         from ikatkit.llm.guards import check_response
 
-        for record, output in zip(records, _chat(self.llm, "gtr_answer", [_context(r) for r in records])):
+        for record, output in zip(records, chat(self.llm, "gtr_answer", [prompt_context(r) for r in records])):
             problem = check_response(output)
             record.initial_answer = "" if problem else output.strip()
             if problem:
-                _reject(record, self.llm, self.name, output, f"{problem}: queries generated without an answer")
+                reject(record, self.llm, self.name, output, f"{problem}: queries generated without an answer")
         return records
 
 
-class GenerateQueries:
+@register
+class GenerateQueries(Stage):
     """GtR step 2: up to ``n`` search queries from the initial answer; the query itself when none parse or
     the guards reject them (the prompt echoed, several lines that are all one query)."""
 
     name = "generate_queries"
-    requires: tuple[str, ...] = ("initial_answer",)
-    provides: tuple[str, ...] = ("queries",)
+    requires = ("initial_answer",)
+    ordered = ("query",)
+    provides = ("queries",)
 
     def __init__(self, llm: Any, n: int = 5) -> None:
         self.llm, self.n = llm, n
@@ -364,45 +358,18 @@ class GenerateQueries:
         from ikatkit.llm.guards import check_queries
         from ikatkit.llm.parse import parse_queries
 
-        variables = [dict(_context(r), answer=r.initial_answer or "", n=self.n) for r in records]
-        for record, output in zip(records, _chat(self.llm, "gtr_queries", variables)):
+        variables = [dict(prompt_context(r), answer=r.initial_answer or "", n=self.n) for r in records]
+        for record, output in zip(records, chat(self.llm, "gtr_queries", variables)):
             record.queries = parse_queries(output, limit=self.n)
             problem = check_queries(record.queries, output)
             if problem:
-                _reject(record, self.llm, self.name, output, f"{problem}: the turn's query used")
+                reject(record, self.llm, self.name, output, f"{problem}: the turn's query used")
                 record.queries = [record.query or record.utterance]
         return records
 
 
-def check_mappings(options: dict[str, Any]) -> None:
-    """``ptkb_similarity`` and ``passage_similarity`` name mappings of :mod:`ikatkit.pipelines.similarity`."""
-    from ikatkit.pipelines.similarity import MAPPINGS
-
-    for key in ("ptkb_similarity", "passage_similarity"):
-        if options.get(key, "cosine") not in MAPPINGS:
-            raise IkatError(f"unknown similarity mapping {key} = {options[key]!r}", where=key,
-                            fix=f"use one of {MAPPINGS} (cosine: bi-encoder, sigmoid: cross-encoder, minmax: BM25)")
-
-
-def evidence_variables(record: TurnRecord, similarity: tuple[str, str] | None = None) -> dict[str, Any]:
-    """Prompt variables of a response from the record's evidence: the statements ``ptkb_used`` and the passages
-    ``used`` names. With ``similarity`` (the mappings of :mod:`ikatkit.pipelines.similarity` of the PTKB and the
-    passage scores) each carries its similarity token from its score in its ranking: ``(similarity 0.8) text``."""
-    keys = [key for key in record.ptkb_used if key in record.ptkb_all]
-    ptkb = [record.ptkb_all[key] for key in keys]
-    passages = [record.passage_texts.get(pid, "") for pid in record.used]
-    if record.memory:  # refine_memory: the condensed passages replace them (no ranker score: no token)
-        passages = [record.memory]
-    elif similarity:
-        from ikatkit.pipelines.similarity import token, unit_scores
-
-        own, ranked = unit_scores(record.ptkb, similarity[0]), unit_scores(record.ranking, similarity[1])
-        ptkb = [f"(similarity {token(own.get(k, 0.0))}) {t}" for k, t in zip(keys, ptkb)]
-        passages = [f"(similarity {token(ranked.get(pid, 0.0))}) {t}" for pid, t in zip(record.used, passages)]
-    return dict(_context(record), ptkb=ptkb, passages=passages)
-
-
-class Respond:
+@register
+class Respond(Stage):
     """The response from the top ``passages`` passages (marked used) and the top ``ptkb`` PTKB statements
     (``ptkb_used``), as the source plan allows (``plan_sources``: a source it rules out is left out of the prompt).
 
@@ -417,8 +384,9 @@ class Respond:
     """
 
     name = "respond"
-    requires: tuple[str, ...] = ("ranking",)
-    provides: tuple[str, ...] = ("used", "ptkb_used", "passage_texts", "response")
+    requires = ("ranking",)
+    ordered = ("query", "context_ids", "ptkb", "sources", "memory")
+    provides = ("used", "ptkb_used", "passage_texts", "response")
 
     def __init__(self, searcher: Any, llm: Any | None = None, task: str = "rtg_response", passages: int = 3,
                  ptkb: int = 3, max_words: int = 250, similarity_tokens: bool = False,
@@ -450,29 +418,13 @@ class Respond:
                 "ptkb") else []
             record.passage_texts = self.texts(top[:1] if not record.used else record.used)
         if self.task == "extractive":
-            outputs = [_top_text(r) for r in records]
+            outputs = [top_text(r) for r in records]
         else:
-            outputs = _chat(self.llm, self.task, [evidence_variables(r, self.similarity) for r in records])
+            outputs = chat(self.llm, self.task, [evidence_variables(r, self.similarity) for r in records])
         for record, output in zip(records, outputs):
             problem = check_response(output) if self.task != "extractive" else None
             if problem:
-                _reject(record, self.llm, self.name, output, f"{problem}: top passage used")
-                output = _top_text(record)
+                reject(record, self.llm, self.name, output, f"{problem}: top passage used")
+                output = top_text(record)
             record.response = " ".join(output.split()[: self.max_words])
         return records
-
-
-def _top_text(record: TurnRecord) -> str:
-    """The text of the top-ranked passage (the extractive response and the guards' fallback)."""
-    return record.passage_texts.get(record.ranking[0][0], "") if record.ranking else ""
-
-
-from ikatkit.partition.memory import RefineMemory  # noqa: E402  (stages in their own modules)
-from ikatkit.pipelines.evidence import RefineEvidence  # noqa: E402
-from ikatkit.pipelines.plan import PlanSources  # noqa: E402
-from ikatkit.pipelines.refine import RefineResponse  # noqa: E402
-
-STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
-                                                     ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
-                                                     GenerateQueries, Respond, SelectContext, ContextQuery, RefineResponse,
-                                                     SelectPartition, RefineMemory, PlanSources, RefineEvidence)}

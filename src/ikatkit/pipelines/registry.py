@@ -1,0 +1,124 @@
+"""The stage registry: stage classes register themselves by name with :func:`register`.
+
+Built-in stage modules (:data:`BUILTIN_MODULES`) are imported on the first lookup, not before, so importing a
+stage module never imports the others. Other packages add stages through the ``ikatkit.stages`` entry point group
+(:data:`ENTRY_POINT_GROUP`): each entry point names a module whose classes use :func:`register`, or a
+:class:`~ikatkit.pipelines.base.Stage` class itself, e.g. in the plugin's ``pyproject.toml``::
+
+    [project.entry-points."ikatkit.stages"]
+    echo_query = "my_package.stages:EchoQuery"
+
+Adding a built-in stage: ``@register`` on its class and its module's name in :data:`BUILTIN_MODULES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from importlib.metadata import entry_points
+from typing import Any, TypeVar
+
+from ikatkit.errors import IkatError
+from ikatkit.pipelines.base import Stage
+
+BUILTIN_MODULES = ("ikatkit.pipelines.stages", "ikatkit.pipelines.context", "ikatkit.pipelines.refine",
+                   "ikatkit.partition.stage", "ikatkit.partition.memory", "ikatkit.pipelines.plan",
+                   "ikatkit.pipelines.evidence")
+ENTRY_POINT_GROUP = "ikatkit.stages"
+
+S = TypeVar("S", bound=type)
+_registered: dict[str, type[Stage]] = {}
+_loaded = False
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def register(cls: S) -> S:
+    """Class decorator: make ``cls`` (a :class:`Stage` with a ``name``) available to configs under its name."""
+    if not (isinstance(cls, type) and issubclass(cls, Stage)):
+        raise IkatError(f"{cls!r} is not a Stage subclass", where=ENTRY_POINT_GROUP,
+                        fix="derive the stage class from ikatkit.pipelines.base.Stage")
+    name = cls.__dict__.get("name")
+    if not isinstance(name, str) or not name:
+        raise IkatError(f"stage class {_qualname(cls)} has no name", fix='give it a class attribute name = "..."')
+    for attribute in ("requires", "ordered", "optional", "provides", "single_list_provides"):
+        if not isinstance(getattr(cls, attribute), tuple):
+            raise IkatError(f"{attribute} of stage {name!r} is not a tuple of record fields",
+                            fix=f"write {attribute} = (\"field\", ...)")
+    known = _registered.get(name)
+    if known is not None and _qualname(known) != _qualname(cls):
+        raise IkatError(f"two stages are named {name!r}: {_qualname(known)} and {_qualname(cls)}",
+                        fix="give one of them another name")
+    _registered[name] = cls  # type: ignore[assignment]
+    return cls
+
+
+def _load() -> None:
+    """Import the built-in stage modules and the entry points' stages (once)."""
+    global _loaded
+    if _loaded:
+        return
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            found = point.load()
+        except Exception as err:  # a broken plugin names itself, whatever it raised
+            raise IkatError(f"the stage entry point {point.name!r} ({point.value}) does not load: "
+                            f"{type(err).__name__}: {err}", where=ENTRY_POINT_GROUP,
+                            fix="install what it needs, or uninstall the package that declares it") from None
+        if isinstance(found, type):
+            register(found)
+    _loaded = True
+
+
+def stages() -> dict[str, type[Stage]]:
+    """Every registered stage by name: the built-ins in :data:`BUILTIN_MODULES` order, then the others."""
+    _load()
+    order = {module: i for i, module in enumerate(BUILTIN_MODULES)}
+    names = list(_registered)
+    return {name: _registered[name] for name in sorted(
+        names, key=lambda n: (order.get(_registered[n].__module__, len(order)), names.index(n)))}
+
+
+def stage_names() -> tuple[str, ...]:
+    return tuple(stages())
+
+
+def stage_class(name: str) -> type[Stage]:
+    """The stage class registered as ``name``, or one IkatError listing the known names."""
+    found = stages().get(name)
+    if found is None:
+        raise IkatError(f"unknown stage {name!r}", where="stage",
+                        fix=f"use one of {sorted(_registered)} (`ikatkit stages` lists them)")
+    return found
+
+
+def stage_table() -> list[dict[str, Any]]:
+    """One row per registered stage: its name, class, first docstring line and declared fields (what
+    ``ikatkit stages`` prints and the docs' stage reference is generated from)."""
+    rows = []
+    for name, cls in stages().items():
+        doc = (cls.__doc__ or "").strip()
+        rows.append({"name": name, "class": _qualname(cls), "summary": " ".join(doc.split("\n\n")[0].split()),
+                     "requires": list(cls.requires), "ordered": list(cls.ordered), "optional": list(cls.optional),
+                     "provides": list(cls.provides), "single_list_provides": list(cls.single_list_provides)})
+    return rows
+
+
+class _Stages(Mapping[str, type[Stage]]):
+    """A read-only view of the registry, loaded on first use (``STAGES["rewrite"]``)."""
+
+    def __getitem__(self, name: str) -> type[Stage]:
+        return stages()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(stages())
+
+    def __len__(self) -> int:
+        return len(stages())
+
+
+STAGES: Mapping[str, type[Stage]] = _Stages()

@@ -1,0 +1,202 @@
+"""Resources a config declares (``[resources.NAME]`` with a ``kind``): one table from kind to option check and
+factory (:data:`KINDS`), which stage parameter each kind serves, and the one place a stage's unnamed resource
+parameter gets its default (:func:`stage_resources`).
+
+A kind's ``check`` runs at config load (nothing opens); its ``build`` runs when a stage first needs the resource.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+from ikatkit.pipelines.options import check_options
+
+PARAMS = ("llm", "ranker", "searcher")  # the stage parameters a resource fills
+
+
+@dataclass(frozen=True)
+class Where:
+    """What building a resource may need besides its options: the run's ``--index`` and cache folder."""
+
+    index: str | Path | None
+    cache_dir: Path
+    config: Path | None = None
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """One kind of resource: the stage parameter it serves, its option check and its factory (options without
+    ``kind``; the factory may change its copy)."""
+
+    name: str
+    serves: str
+    check: Callable[[dict[str, Any]], None]
+    build: Callable[[str, dict[str, Any], Where], Any]
+    searcher_class: Callable[[], type] | None = None
+
+
+def _need_model(options: dict[str, Any]) -> None:
+    if not isinstance(options.get("model"), str):
+        raise IkatError("no model", where="model", fix='add model = "<hub id, path or bundled:...>"')
+
+
+def _check_llm(options: dict[str, Any]) -> None:
+    from ikatkit.llm import BACKENDS, backend_options
+
+    backend = options.get("backend", "transformers")
+    if backend not in BACKENDS:
+        raise IkatError(f"unknown LLM backend {backend!r}", where="backend", fix=f"use one of {BACKENDS}")
+    unknown = sorted(set(options) - backend_options(backend))
+    if unknown:
+        raise IkatError(f"unknown option(s) {unknown} for the {backend} backend",
+                        fix=f"use only {sorted(backend_options(backend))}")
+    _need_model(options)
+
+
+def _build_llm(name: str, spec: dict[str, Any], where: Where) -> Any:
+    from ikatkit.llm import make_llm
+
+    spec.setdefault("cache_dir", str(where.cache_dir / "llm"))
+    return make_llm(spec)
+
+
+def _ranker_kind(kind: str) -> ResourceKind:
+    def check(options: dict[str, Any]) -> None:
+        from ikatkit.rank import KINDS as RANKERS
+
+        check_options(RANKERS[kind].__init__, options)
+        _need_model(options)
+
+    def build(name: str, spec: dict[str, Any], where: Where) -> Any:
+        from ikatkit.rank import make_ranker
+
+        if kind == "bi-encoder":
+            spec.setdefault("cache_dir", str(where.cache_dir / "embeddings"))
+        return make_ranker(kind, spec.pop("model"), **spec)
+
+    return ResourceKind(kind, "ranker", check, build)
+
+
+def _bm25_class() -> type:
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+
+    return Bm25Searcher
+
+
+def _dense_class() -> type:
+    from ikatkit.retrieve.dense import DenseSearcher
+
+    return DenseSearcher
+
+
+def _partitioned_class() -> type:
+    from ikatkit.partition.search import PartitionedSearcher
+
+    return PartitionedSearcher
+
+
+def _check_bm25(options: dict[str, Any]) -> None:
+    check_options(_bm25_class().__init__, options, ("index",))
+
+
+def _build_bm25(name: str, spec: dict[str, Any], where: Where) -> Any:
+    if where.index is None:
+        raise IkatError("this config retrieves but no index was given", path=where.config, fix="pass --index DIR")
+    return _bm25_class()(where.index, **spec)
+
+
+def _check_dense(options: dict[str, Any]) -> None:
+    if not isinstance(options.get("path"), str):
+        raise IkatError("a dense resource names its index folder", where="path",
+                        fix='add path = "<folder of ikatkit index dense>"')
+    check_options(_dense_class().__init__, options)
+
+
+def _build_dense(name: str, spec: dict[str, Any], where: Where) -> Any:
+    return _dense_class()(spec.pop("path"), spec.pop("index", where.index), **spec)
+
+
+def _check_partitioned(options: dict[str, Any]) -> None:  # ``partitions``: the folder, else --index
+    if not isinstance(options.get("partitions", ""), str):
+        raise IkatError(f"partitions = {options['partitions']!r} is not a folder name", where="partitions",
+                        fix='write partitions = "<folder of ikatkit index partition>" or pass --index DIR')
+    check_options(_partitioned_class().__init__, {k: v for k, v in options.items() if k != "partitions"},
+                  ("folder",))
+
+
+def _build_partitioned(name: str, spec: dict[str, Any], where: Where) -> Any:
+    folder = spec.pop("partitions", None) or where.index
+    if folder is None:
+        raise IkatError(f"resource {name!r} names no partitions folder", path=where.config,
+                        fix="add partitions = \"DIR\" or pass --index DIR")
+    return _partitioned_class()(folder, **spec)
+
+
+KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
+    ResourceKind("llm", "llm", _check_llm, _build_llm),
+    _ranker_kind("bi-encoder"),
+    _ranker_kind("cross-encoder"),
+    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _bm25_class),
+    ResourceKind("dense", "searcher", _check_dense, _build_dense, _dense_class),
+    ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _partitioned_class),
+)}
+PARAM_KINDS: dict[str, tuple[str, ...]] = {param: tuple(k for k, kind in KINDS.items() if kind.serves == param)
+                                           for param in PARAMS}
+
+
+def check_resource(name: str, spec: Any) -> None:
+    """One declared resource: a table with a known ``kind`` and options that kind accepts. Errors' ``where`` is
+    the key inside the resource's table (``kind``, ``model``, an option), or None for the table."""
+    if not isinstance(spec, dict):
+        raise IkatError(f"resource {name!r} is not a table", fix=f'write [resources.{name}] with kind = "..."')
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise IkatError(f"resource {name!r} has unknown kind {kind!r}", where="kind", fix=f"use one of {list(KINDS)}")
+    KINDS[kind].check({k: v for k, v in spec.items() if k != "kind"})
+
+
+def build_resource(name: str, spec: dict[str, Any], where: Where) -> Any:
+    """The object a declared (and checked) resource stands for."""
+    options = {k: v for k, v in spec.items() if k != "kind"}
+    return KINDS[spec["kind"]].build(name, options, where)
+
+
+def searcher_takes(kind: str | None, argument: str) -> bool:
+    """Whether the searcher of resource ``kind`` accepts ``argument`` in ``batch_search`` (e.g. ``partitions``)."""
+    found = KINDS.get(kind or "")
+    if found is None or found.searcher_class is None:
+        return False
+    return argument in inspect.signature(found.searcher_class().batch_search).parameters
+
+
+def stage_resources(cls: type, options: dict[str, Any], resources: dict[str, dict[str, Any]]) -> dict[str, str | None]:
+    """The resource each resource parameter of stage ``cls`` uses: the one ``options`` names, else the only
+    declared resource of a fitting kind (None when the parameter is optional and none fits). Errors' ``where``
+    is the parameter."""
+    accepted = inspect.signature(cls.__init__).parameters
+    chosen: dict[str, str | None] = {}
+    for param in PARAMS:
+        if param not in accepted:
+            continue
+        fitting = [n for n, spec in resources.items() if spec.get("kind") in PARAM_KINDS[param]]
+        if param in options:
+            name = options[param]
+            if name not in resources:
+                raise IkatError(f"{param} {name!r} is not a declared resource", fix=f"declare [resources.{name}]")
+            if name not in fitting:
+                raise IkatError(f"{param} {name!r} is a {resources[name].get('kind')!r} resource", where=param,
+                                fix=f"name a resource of kind {list(PARAM_KINDS[param])}")
+            chosen[param] = name
+            continue
+        required = accepted[param].default is inspect.Parameter.empty
+        if len(fitting) > 1 or (required and not fitting):
+            raise IkatError(f"{len(fitting)} resources fit {param!r} of stage {cls.name!r}; name the one it uses",
+                            fix=f'add {param} = "<resource name>" to the stage'
+                            + ("" if fitting else f" and declare a resource of kind {list(PARAM_KINDS[param])}"))
+        chosen[param] = fitting[0] if fitting else None
+    return chosen

@@ -1,0 +1,1 @@
+"""Training loops that run whole pipelines (above ``ikatkit.pipelines``: they load configs and run stages)."""
