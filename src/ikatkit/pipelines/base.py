@@ -13,6 +13,7 @@ A stage is one ``transform`` over a batch of turn records. Its contract is decla
 
 Every stage may append to ``notes`` and set its own entry of ``rejected`` (:data:`SHARED_FIELDS`). The runner
 checks after each transform that a stage changed no other field (:func:`ikatkit.pipelines.runner.run_stage`).
+A stage with a ``summary_key`` writes ``summary(records, seconds)`` into the run's manifest under that key.
 ``check(options, run_type)`` rejects bad options at config load; ``check_placement`` checks what needs the pipeline
 around the stage (the fields set before it, the kinds of its resources).
 
@@ -21,6 +22,7 @@ Stage modules import this module (and :func:`ikatkit.pipelines.registry.register
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -52,6 +54,7 @@ class Stage:
     optional: ClassVar[tuple[str, ...]] = ()
     provides: ClassVar[tuple[str, ...]] = ()
     single_list_provides: ClassVar[tuple[str, ...]] = ()
+    summary_key: ClassVar[str | None] = None  # the run manifest's key of :meth:`summary`, if the stage has one
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
@@ -70,6 +73,12 @@ class Stage:
     def declared(cls) -> frozenset[str]:
         """Every field the stage may write: what it provides and the shared fields."""
         return frozenset((*cls.provides, *cls.single_list_provides, *SHARED_FIELDS))
+
+    @classmethod
+    def summary(cls, records: Sequence[TurnRecord], seconds: float | None) -> dict[str, Any] | None:
+        """For the run manifest (under ``summary_key``): what the stage did over a run's records, None if nothing;
+        ``seconds`` is the stage's time in the run."""
+        return None
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         raise NotImplementedError

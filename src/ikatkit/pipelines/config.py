@@ -18,7 +18,7 @@ from typing import Any
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import INITIAL_FIELDS, Placement, Stage
 from ikatkit.pipelines.options import check_options, fits
-from ikatkit.pipelines.registry import stage_class, stage_names, stages
+from ikatkit.pipelines.registry import stage_class, stages
 from ikatkit.pipelines.resources import PARAMS, Where, build_resource, check_resource, stage_resources
 
 TOP_LEVEL = {"name": str, "run_type": str, "description": str, "team_id": str, "batch_size": int, "threads": int,
@@ -76,10 +76,10 @@ def load_config(path: str | Path) -> RunConfig:
     for i, stage in enumerate(raw["stages"]):
         where = f"stages[{i}]"
         name = stage.get("stage") if isinstance(stage, dict) else stage
-        if not isinstance(name, str) or name not in stage_names():
-            raise IkatError(f"unknown stage {name!r}", path=path, where=where,
-                            fix=f"use one of {sorted(stage_names())} (`ikatkit stages` lists them)")
-        cls = stage_class(name)
+        try:
+            cls = stage_class(name if isinstance(name, str) else repr(name))
+        except IkatError as err:
+            raise IkatError(err.message, path=path, where=where, fix=err.fix) from None
         options = _check_stage_options(path, where, cls, stage, resources)
         try:
             cls.check(options, run_type)

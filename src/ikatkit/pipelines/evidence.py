@@ -35,6 +35,7 @@ class RefineEvidence(Stage):
     name = "refine_evidence"
     requires = ("used", "ptkb_used", "passage_texts", "response", "ranking")
     ordered = ("query", "context_ids", "ptkb", "memory")
+    summary_key = "evidence_refinement"
     provides = ("used", "ptkb_used", "passage_texts", "response", "evidence")
 
     def __init__(self, llm: Any, searcher: Any, task: str = "rtg_response", alpha: int = 1, rounds: int = 1,
@@ -49,6 +50,10 @@ class RefineEvidence(Stage):
         self.embedding_model = embedding_model
         self._embedder: Any = None
         self.consistency: Consistency = self.llm_consistency if consistency == "llm" else self.embedding_consistency
+
+    @classmethod
+    def summary(cls, records: Sequence[TurnRecord], seconds: float | None) -> dict[str, Any] | None:
+        return evidence_summary(records, seconds)
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:

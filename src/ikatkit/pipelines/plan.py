@@ -43,6 +43,7 @@ class PlanSources(Stage):
     name = "plan_sources"
     requires = ("ptkb", "ranking")
     ordered = ("context_ids",)  # the llm planner's prompt
+    summary_key = "plan"
     provides = ("sources", "plan", "ptkb")
 
     def __init__(self, planner: str = "always", llm: Any | None = None, ptkb_threshold: float | None = None,
@@ -51,6 +52,10 @@ class PlanSources(Stage):
                     "passage_threshold": passage_threshold})
         self.planner, self.llm = planner, llm
         self.ptkb_threshold, self.passage_threshold = ptkb_threshold, passage_threshold
+
+    @classmethod
+    def summary(cls, records: Sequence[TurnRecord], seconds: float | None) -> dict[str, Any] | None:
+        return plan_summary(records)
 
     @classmethod
     def ordered_reads(cls, options: dict[str, Any]) -> tuple[str, ...]:

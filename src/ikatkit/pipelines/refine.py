@@ -89,6 +89,7 @@ class RefineResponse(Stage):
     name = "refine_response"
     requires = ("used", "passage_texts", "response")
     ordered = ("query", "context_ids", "ptkb")
+    summary_key = "refinement"
     provides = ("response", "refinement")
 
     def __init__(self, llm: Any, n: int = 4, iterations: int = 2, temperature: float = 0.7, top_k: int = 50,
@@ -108,6 +109,10 @@ class RefineResponse(Stage):
         self.improvement_threshold, self.principles = improvement_threshold, list(options["principles"])
         self.embedding_model, self.ptkb, self.max_words = embedding_model, ptkb, max_words
         self._embedder: Any = None
+
+    @classmethod
+    def summary(cls, records: Sequence[TurnRecord], seconds: float | None) -> dict[str, Any] | None:
+        return refinement_summary(records, seconds)
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:

@@ -8,6 +8,9 @@ stage module never imports the others. Other packages add stages through the ``i
     [project.entry-points."ikatkit.stages"]
     echo_query = "my_package.stages:EchoQuery"
 
+The entry point's name should be the stage's: an entry point that does not load is reported by ``ikatkit stages``
+and when a config names it (:func:`broken_entry_points`), and never stops the other stages from loading.
+
 Adding a built-in stage: ``@register`` on its class and its module's name in :data:`BUILTIN_MODULES`.
 """
 
@@ -28,6 +31,7 @@ ENTRY_POINT_GROUP = "ikatkit.stages"
 
 S = TypeVar("S", bound=type)
 _registered: dict[str, type[Stage]] = {}
+_broken: dict[str, IkatError] = {}  # entry point name -> why it did not load
 _loaded = False
 
 
@@ -65,13 +69,19 @@ def _load() -> None:
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             found = point.load()
+            if isinstance(found, type):
+                register(found)
         except Exception as err:  # a broken plugin names itself, whatever it raised
-            raise IkatError(f"the stage entry point {point.name!r} ({point.value}) does not load: "
-                            f"{type(err).__name__}: {err}", where=ENTRY_POINT_GROUP,
-                            fix="install what it needs, or uninstall the package that declares it") from None
-        if isinstance(found, type):
-            register(found)
+            _broken[point.name] = IkatError(
+                f"the stage entry point {point.name!r} ({point.value}) does not load: {type(err).__name__}: {err}",
+                where=ENTRY_POINT_GROUP, fix="install what it needs, or uninstall the package that declares it")
     _loaded = True
+
+
+def broken_entry_points() -> list[IkatError]:
+    """Why each ``ikatkit.stages`` entry point that does not load failed (empty when all load)."""
+    _load()
+    return list(_broken.values())
 
 
 def stages() -> dict[str, type[Stage]]:
@@ -90,6 +100,8 @@ def stage_names() -> tuple[str, ...]:
 def stage_class(name: str) -> type[Stage]:
     """The stage class registered as ``name``, or one IkatError listing the known names."""
     found = stages().get(name)
+    if found is None and name in _broken:
+        raise _broken[name]
     if found is None:
         raise IkatError(f"unknown stage {name!r}", where="stage",
                         fix=f"use one of {sorted(_registered)} (`ikatkit stages` lists them)")

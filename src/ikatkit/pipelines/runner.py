@@ -38,9 +38,7 @@ from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_co
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
 from ikatkit.pipelines.queries import pin_query_files
 from ikatkit.pipelines.record import TurnRecord, records_for
-from ikatkit.pipelines.evidence import evidence_summary
-from ikatkit.pipelines.plan import plan_summary
-from ikatkit.pipelines.refine import refinement_summary
+from ikatkit.pipelines.registry import stages as registered_stages
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult, strictly_decreasing
 from ikatkit.topics import Topics, load_topics
 
@@ -300,9 +298,8 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
         "batches_run_now": done_now, "resource_stats": resources.stats, "notes": notes,
         "guarded_llm_outputs": guarded, "valid": valid,
-        "refinement": refinement_summary(records, seconds.get("refine_response")),
-        "plan": plan_summary(records),
-        "evidence_refinement": evidence_summary(records, seconds.get("refine_evidence")),
+        **{cls.summary_key: cls.summary(records, seconds.get(name))
+           for name, cls in registered_stages().items() if cls.summary_key},
         "versions": _versions(), "python": platform.python_version(),
     }
     manifest_file = out / "manifest.json"

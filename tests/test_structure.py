@@ -1,0 +1,447 @@
+"""The toolkit's structure (issue 33): no import cycle in src/, stages registered (built-ins lazily, plugins through
+the ``ikatkit.stages`` entry point group), stage contracts enforced while running (every registered stage run over
+the demo's real records, index and bi-encoder), and the contract and config bugs found by reading the code."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import graphlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ikatkit.errors import IkatError
+from ikatkit.llm.base import LLM
+from ikatkit.pipelines.base import INITIAL_FIELDS, SHARED_FIELDS, Stage
+from ikatkit.pipelines.record import TurnRecord, records_for
+from ikatkit.pipelines.registry import BUILTIN_MODULES, stage_class, stage_names, stage_table
+from ikatkit.pipelines.runner import RECORD_FIELDS, run_stage
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+# --- imports ------------------------------------------------------------------------------------------------------
+
+def import_graph(src: Path = SRC, package: str = "ikatkit") -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (at module level or inside functions; a module's own ancestor
+    packages and the root package left out, as importing them is importing oneself)."""
+    modules = {}
+    for path in (src / package).rglob("*.py"):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for module, path in modules.items():
+        anchor = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(anchor[: len(anchor) - node.level + 1] + ([base] if base else []))
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                found = resolve(target) if target.startswith(package) else None
+                if found and found not in (module, package) and not module.startswith(found + "."):
+                    graph[module].add(found)
+    return graph
+
+
+def test_no_import_cycle_in_src():
+    graph = import_graph()
+    assert "ikatkit.pipelines.base" in graph and len(graph) > 80
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail("import cycle: " + " -> ".join(err.args[1]))
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    for name, body in (("a", "from pkg import b\n"), ("b", "def f():\n    from pkg.a import x\n")):
+        (tmp_path / "pkg").mkdir(exist_ok=True)
+        (tmp_path / "pkg" / f"{name}.py").write_text(body)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(import_graph(tmp_path, "pkg")).prepare()
+
+
+def test_base_and_registry_import_no_stage_module_and_a_stage_module_imports_no_other():
+    graph = import_graph()
+    for module in ("ikatkit.pipelines.base", "ikatkit.pipelines.registry"):
+        assert not graph[module] & set(BUILTIN_MODULES), module
+    code = ("import json, sys, ikatkit.pipelines.plan; print(json.dumps(sorted(m for m in sys.modules if m in "
+            f"{list(BUILTIN_MODULES)!r})))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONPATH": str(SRC)}).stdout
+    assert json.loads(loaded) == ["ikatkit.pipelines.plan"]
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """``config.py`` used to import ``llm._backend_class``: private names stay in their module."""
+    found = []
+    for path in (SRC / "ikatkit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ikatkit"):
+                found += [f"{path.name}: {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.endswith("__")]
+    assert found == []
+
+
+# --- the registry ---------------------------------------------------------------------------------------------------
+
+def test_the_registry_lists_every_stage_with_its_declared_fields(capsys):
+    from ikatkit.cli import main
+
+    fields = {f.name for f in TurnRecord.__dataclass_fields__.values()}
+    rows = stage_table()
+    assert [row["name"] for row in rows] == list(stage_names()) and len(rows) >= 20
+    for row in rows:
+        declared = row["requires"] + row["ordered"] + row["optional"] + row["provides"] + row["single_list_provides"]
+        assert set(declared) <= fields, row["name"]
+        assert row["provides"] or row["single_list_provides"], row["name"]
+        assert issubclass(stage_class(row["name"]), Stage)
+    assert set(INITIAL_FIELDS) | set(SHARED_FIELDS) <= fields
+    assert main(["stages"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"\n{name}: " in "\n" + out for name in stage_names())
+    assert "rank_ptkb: " in out and "  ordered:   query, context_ids\n  provides:  ptkb" in out
+    assert main(["stages", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_an_unknown_stage_is_one_clear_error():
+    with pytest.raises(IkatError) as err:
+        stage_class("rewrit")
+    assert "unknown stage 'rewrit'" in err.value.message and "'rewrite'" in err.value.fix
+
+
+PLUGIN = '''
+from ikatkit.pipelines.base import Stage
+
+
+class EchoQuery(Stage):
+    """Query = the utterance, shouted."""
+
+    name = "echo_query"
+    provides = ("query",)
+
+    def transform(self, records):
+        for record in records:
+            record.query = record.utterance.upper()
+        return records
+'''
+
+
+def test_a_third_party_stage_through_the_entry_point(tmp_path, demo_dir):
+    """A package declaring ``ikatkit.stages`` (here an installed distribution's metadata on the path) adds its
+    stage: listed, accepted by load_config, run by the runner with its contract enforced."""
+    (tmp_path / "shouting.py").write_text(PLUGIN)
+    info = tmp_path / "shouting-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shouting\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ikatkit.stages]\necho_query = shouting:EchoQuery\n")
+    config = tmp_path / "shout.toml"
+    config.write_text('name = "shout"\n[[stages]]\nstage = "echo_query"\n')
+    code = textwrap.dedent(f"""
+        from ikatkit.pipelines import load_config
+        from ikatkit.pipelines.config import Resources, build_stages
+        from ikatkit.pipelines.record import records_for
+        from ikatkit.pipelines.registry import stage_names
+        from ikatkit.pipelines.runner import run_stage
+        from ikatkit.topics import load_topics
+        config = load_config({str(config)!r})
+        [stage] = build_stages(config, Resources(config, None, None))
+        records = run_stage(stage, records_for(load_topics({str(demo_dir / "topics.json")!r}).subset(["demo-1"])))
+        print(stage_names()[-1], records[0].query)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": f"{SRC}:{tmp_path}"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(" ", 1) == ["echo_query", "HOW MUCH PROTEIN DO I NEED EACH DAY?\n"]
+    (info / "entry_points.txt").write_text("[ikatkit.stages]\nbroken = shouting_missing:Nothing\n")
+    done = subprocess.run([sys.executable, "-m", "ikatkit.cli", "stages"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": f"{SRC}:{tmp_path}"})
+    assert done.returncode == 2 and "the stage entry point 'broken' (shouting_missing:Nothing) does not load" in \
+        done.stderr and "ModuleNotFoundError" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert "\nrewrite: " in done.stdout  # the other stages still load
+    config.write_text('name = "x"\n[[stages]]\nstage = "broken"\n')
+    done = subprocess.run([sys.executable, "-m", "ikatkit.cli", "run", str(config), "--topics",
+                           str(demo_dir / "topics.json"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": f"{SRC}:{tmp_path}"})
+    assert done.returncode == 2 and "'broken' (shouting_missing:Nothing) does not load" in done.stderr
+
+
+# --- contracts enforced while running ---------------------------------------------------------------------------------
+
+ANSWER = "Tofu, lentils and beans give a vegetarian runner about 1.4 g of protein per kg each day."
+
+
+class PromptLLM(LLM):
+    """A unit-test double on the real LLM base (cache, stats, fallbacks): a plausible reply per prompt task;
+    ``prompts`` keeps every prompt it was given."""
+
+    backend = "scripted"
+
+    def __init__(self) -> None:
+        super().__init__("scripted", temperature=0.7)
+        self.prompts: list[str] = []
+
+    def _generate(self, batch: list[Any], params: dict[str, Any], seeds: list[int] | None = None) -> list[tuple]:
+        out = []
+        for messages in batch:
+            text = "\n".join(m["content"] for m in messages)
+            self.prompts.append(text)
+            if "[SOURCE]" in text:
+                reply = "[SOURCE] PTKB, PASSAGES [EOS]"
+            elif text.rstrip().endswith("### Relevant Statements:"):
+                reply = "1, 2"
+            elif text.rstrip().endswith("### Rewritten User Question:"):
+                reply = "How much protein does a vegetarian marathon runner need each day?"
+            else:
+                reply = ANSWER
+            out.append((reply, 1, 1))
+        return out
+
+
+@pytest.fixture(scope="module")
+def kit(demo_dir, demo_index, tmp_path_factory):
+    """Real resources over the demo: its Lucene index (BM25), 2 category partitions of it, the bundled MiniLM;
+    the scripted LLM; a query file and a memory selector trained for nothing (zero weights)."""
+    from ikatkit.partition.build import partition_index
+    from ikatkit.partition.memory import MemorySelector, RefineMemory
+    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.rank import make_ranker
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.topics import load_topics
+
+    folder = tmp_path_factory.mktemp("structure")
+    partition_index(demo_index, folder / "parts", "category", 2, field="id", pattern=r"(\d)$", threads=1)
+    topics = load_topics(demo_dir / "topics.json").subset(["demo-1"])
+    queries = folder / "queries.tsv"
+    queries.write_text("".join(f"{t.qid}\t{t.resolved_utterance or t.utterance}\n" for t in topics))
+    llm, bm25 = PromptLLM(), Bm25Searcher(demo_index)
+    selector = folder / "selector.json"
+    fingerprint = RefineMemory(llm, bm25, selector="").fingerprint()
+    MemorySelector([0.0] * 6, 0.1, [0.0] * 6, [1.0] * 6, fingerprint).save(selector)
+    return {"llm": llm, "searcher": bm25, "ranker": make_ranker("bi-encoder", "bundled:minilm",
+                                                                  cache_dir=folder / "embeddings"),
+            "partitions": PartitionedSearcher(folder / "parts"), "records": records_for(topics),
+            "queries": str(queries), "selector": str(selector)}
+
+
+# A pipeline that gives every stage what it requires; each stage runs on the records as they are after the last
+# stage of it after which what the stage requires is set, with these options (resources by parameter name).
+PIPELINE = ("select_context", "rewrite", "rank_ptkb", "generate_answer", "retrieve", "rerank", "plan_sources",
+            "respond")
+OPTIONS: dict[str, dict[str, Any]] = {
+    "select_context": {"method": "cascade", "passages": 3}, "rank_ptkb": {"k": 2}, "retrieve": {"k": 20},
+    "rerank": {"k": 10}, "plan_sources": {"planner": "llm"}, "fuse": {"method": "rrf", "k": 20},
+    "refine_response": {"n": 2, "iterations": 1}, "refine_evidence": {"rounds": 1},
+    "select_partition": {"method": "all"}, "refine_memory": {"k": 2},
+}
+
+
+def build(name: str, kit: dict[str, Any]) -> Stage:
+    import inspect
+
+    cls = stage_class(name)
+    accepted = inspect.signature(cls.__init__).parameters
+    options = dict(OPTIONS.get(name, {}))
+    for param in ("llm", "ranker", "searcher"):
+        if param in accepted:
+            options[param] = kit["partitions"] if name == "select_partition" and param == "searcher" else kit[param]
+    for param, key in (("path", "queries"), ("selector", "selector")):
+        if param in accepted:
+            options[param] = kit[key]
+    return cls(**options)
+
+
+@pytest.fixture(scope="module")
+def prepared(kit):
+    """The records after each stage of PIPELINE (run with their contracts enforced), with the fields then set."""
+    records, available = copy.deepcopy(kit["records"]), set(INITIAL_FIELDS)
+    steps = [(copy.deepcopy(records), set(available))]
+    for name in PIPELINE:
+        stage = build(name, kit)
+        records = run_stage(stage, records)
+        available |= set(stage.provides) | set(stage.single_list_provides)
+        steps.append((copy.deepcopy(records), set(available)))
+    return steps
+
+
+@pytest.mark.parametrize("name", stage_names())
+def test_every_stage_writes_only_the_fields_it_declares(name, kit, prepared):
+    stage = build(name, kit)
+    before = next(step for step in prepared if set(stage.requires) <= step[1])[0]
+    after = run_stage(stage, copy.deepcopy(before))  # raises on a field written and not declared
+    changed = {f for old, new in zip(before, after) for f in RECORD_FIELDS if getattr(old, f) != getattr(new, f)}
+    assert changed <= type(stage).declared()
+    assert changed - set(SHARED_FIELDS), f"{name} changed nothing on the demo's records"
+
+
+class Sneaky(Stage):
+    name = "sneaky"
+    provides = ("query",)
+
+    def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        for record in records:
+            record.query = "x"
+            record.notes.append("shared fields may be written")
+            record.candidates["bm25\tx"] = []  # changed in place, undeclared
+        return records
+
+
+def test_a_stage_writing_an_undeclared_field_fails_naming_stage_and_field(kit):
+    with pytest.raises(IkatError) as err:
+        run_stage(Sneaky(), copy.deepcopy(kit["records"]))
+    assert "'sneaky' changed 'candidates' of turn demo-1_1" in err.value.message
+    assert "Sneaky.provides" in err.value.fix
+
+    class Dropping(Sneaky):
+        def transform(self, records):
+            return records[1:]
+
+    with pytest.raises(IkatError, match="'sneaky' returned turns"):
+        run_stage(Dropping(), copy.deepcopy(kit["records"]))
+
+
+# --- bugs found by reading the code (each test failed before its fix) --------------------------------------------------
+
+HEAD = """name = "x"
+[resources.llm]
+kind = "llm"
+model = "bundled:smollm2"
+[resources.minilm]
+kind = "bi-encoder"
+model = "bundled:minilm"
+[resources.bm25]
+kind = "bm25"
+"""
+
+
+def _load(tmp_path: Path, text: str) -> Any:
+    from ikatkit.pipelines import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def _stages(*names: str) -> str:
+    return "".join(f'[[stages]]\nstage = "{n}"\n' for n in names)
+
+
+def test_rank_ptkb_before_rewrite_is_rejected(tmp_path):
+    """rank_ptkb reads the query when one is set: before rewrite it silently ranked the raw utterance."""
+    with pytest.raises(IkatError) as err:
+        _load(tmp_path, HEAD + _stages("rank_ptkb", "rewrite", "retrieve", "respond"))
+    assert err.value.where == "stages[0] (rank_ptkb)" and "reads 'query'" in err.value.message
+    assert err.value.fix == "put 'rewrite' before 'rank_ptkb'"
+    assert _load(tmp_path, HEAD + _stages("rewrite", "rank_ptkb", "retrieve", "respond"))
+
+
+def test_select_context_after_rewrite_is_rejected(tmp_path):
+    """select_context after rewrite did nothing: the rewrite had read every previous turn."""
+    with pytest.raises(IkatError) as err:
+        _load(tmp_path, HEAD + _stages("rewrite", "select_context", "retrieve", "respond"))
+    assert err.value.where == "stages[0] (rewrite)" and "'context_ids'" in err.value.message
+    assert "'select_context' before 'rewrite'" in err.value.fix
+    _load(tmp_path, HEAD + _stages("select_context", "rewrite", "retrieve", "respond"))
+
+
+def test_retrieve_expanding_with_a_ptkb_chosen_later_is_rejected(tmp_path):
+    gtr = _stages("generate_answer", "generate_queries", "retrieve", "rerank", "fuse", "classify_ptkb")
+    with pytest.raises(IkatError, match="reads 'ptkb'"):
+        _load(tmp_path, HEAD + gtr.replace('"retrieve"\n', '"retrieve"\nsearcher = "bm25"\n'))
+    _load(tmp_path, HEAD + gtr.replace('"retrieve"\n', '"retrieve"\nexpand_ptkb = false\n'))  # the GtR config
+
+
+def test_refine_response_prompts_read_the_selected_context(kit):
+    """refine_response built its prompts from every previous turn, not those select_context kept."""
+    from ikatkit.pipelines.refine import RefineResponse
+
+    record = copy.deepcopy(kit["records"][3])
+    record.context_ids = [record.history_ids[0]]
+    record.used, record.passage_texts, record.response = ["d:1"], {"d:1": ANSWER}, ANSWER
+    llm = PromptLLM()
+    RefineResponse(llm, n=1, iterations=0).transform([record])
+    kept, dropped = record.history[0][0], record.history[1][0]
+    assert llm.prompts and all(kept in p and dropped not in p for p in llm.prompts)
+
+
+def test_select_partition_with_a_plain_bm25_retrieve_is_rejected_at_load(tmp_path):
+    """retrieve passed partitions= to a bm25 searcher, a TypeError once the run started."""
+    parts = '[resources.parts]\nkind = "partitioned-bm25"\npartitions = "parts"\n'
+    stages = ('[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "select_partition"\nsearcher = "parts"\n'
+              'method = "all"\n[[stages]]\nstage = "retrieve"\nsearcher = "{}"\n[[stages]]\nstage = "respond"\n'
+              'searcher = "parts"\n')
+    with pytest.raises(IkatError) as err:
+        _load(tmp_path, HEAD + parts + stages.format("bm25"))
+    assert err.value.where == "stages[2] (retrieve)" and "a 'bm25' resource, after select_partition" in \
+        err.value.message and "partitioned-bm25" in err.value.fix
+    assert _load(tmp_path, HEAD + parts + stages.format("parts"))
+
+
+def test_select_partition_options_and_resources_are_checked_at_load(tmp_path):
+    from ikatkit.partition.stage import SelectPartition
+
+    with pytest.raises(IkatError, match="unknown select_partition method 'nearest'"):
+        SelectPartition.check({"method": "nearest"})
+    parts = '[resources.parts]\nkind = "partitioned-bm25"\n'
+    base = '[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "select_partition"\nsearcher = "{}"\n{}'
+    for searcher, extra, message in (("parts", "", "needs policy"), ("parts", "top = 0\nmethod = \"all\"\n", "top = 0"),
+                                     ("bm25", 'method = "all"\n', "needs a partitioned-bm25 searcher"),
+                                     ("parts", 'method = "centroid"\n', "needs a bi-encoder ranker")):
+        text = HEAD.replace('kind = "bi-encoder"', 'kind = "cross-encoder"') + parts + base.format(searcher, extra)
+        with pytest.raises(IkatError, match=message):
+            _load(tmp_path, text + ('ranker = "minilm"\n' if "centroid" in extra else ""))
+
+
+def test_fuse_rejects_an_unknown_method_at_load_and_when_built(tmp_path):
+    from ikatkit.pipelines.stages import Fuse
+
+    with pytest.raises(IkatError, match="unknown fusion method 'borda'"):  # was a KeyError
+        Fuse(method="borda")
+    with pytest.raises(IkatError) as err:
+        _load(tmp_path, HEAD + _stages("raw_query", "retrieve", "fuse").replace('"fuse"\n', '"fuse"\nmethod = "borda"\n'))
+    assert err.value.where.startswith("stages[2].method, line") and "interleave" in err.value.fix
+
+
+@pytest.mark.parametrize("resource, where, message", [
+    ('kind = "dense"\nnprobe = "many"\npath = "d"', "resources.r.nprobe", "nprobe = 'many' is not of type int"),
+    ('kind = "dense"\nnprobes = 8\npath = "d"', "resources.r.nprobes", "unknown option 'nprobes'"),
+    ('kind = "dense"', "resources.r.path", "names its index folder"),
+    ('kind = "partitioned-bm25"\nk2 = 1.0', "resources.r.k2", "unknown option 'k2'"),
+    ('kind = "partitioned-bm25"\nthreads = "two"', "resources.r.threads", "threads = 'two' is not of type int"),
+    ('kind = "partitioned-bm25"\npartitions = 3', "resources.r.partitions", "is not a folder name"),
+])
+def test_dense_and_partitioned_resource_options_are_checked_at_load(tmp_path, resource, where, message):
+    with pytest.raises(IkatError) as err:
+        _load(tmp_path, f'name = "x"\n[resources.r]\n{resource}\n' + _stages("raw_query"))
+    assert err.value.where == where and message in err.value.message
+
+
+def test_every_resource_kind_has_a_check_and_a_factory():
+    from ikatkit.pipelines.resources import KINDS, PARAM_KINDS, check_resource
+
+    assert set(KINDS) == {k for kinds in PARAM_KINDS.values() for k in kinds}
+    assert list(KINDS) == ["llm", "bi-encoder", "cross-encoder", "bm25", "dense", "partitioned-bm25"]
+    for kind in KINDS.values():
+        assert callable(kind.check) and callable(kind.build)
+    with pytest.raises(IkatError, match="unknown option"):
+        check_resource("llm", {"kind": "llm", "model": "m", "temprature": 0.1})
