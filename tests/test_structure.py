@@ -220,7 +220,7 @@ class PromptLLM(LLM):
 
 @pytest.fixture(scope="module")
 def kit(demo_dir, demo_index, tmp_path_factory):
-    """Real resources over the demo: its Lucene index (BM25), 2 category partitions of it, the bundled MiniLM;
+    """Real resources over the demo: its Lucene index (BM25), one partition of it, the bundled MiniLM;
     the scripted LLM; a query file and a memory selector trained for nothing (zero weights)."""
     from ikatkit.partition.build import partition_index
     from ikatkit.partition.memory import MemorySelector, RefineMemory
@@ -230,13 +230,13 @@ def kit(demo_dir, demo_index, tmp_path_factory):
     from ikatkit.topics import load_topics
 
     folder = tmp_path_factory.mktemp("structure")
-    partition_index(demo_index, folder / "parts", "category", 2, field="id", pattern=r"(\d)$", threads=1)
+    partition_index(demo_index, folder / "parts", "category", 1, field="id", pattern=r"(\d)$", threads=1)
     topics = load_topics(demo_dir / "topics.json").subset(["demo-1"])
     queries = folder / "queries.tsv"
     queries.write_text("".join(f"{t.qid}\t{t.resolved_utterance or t.utterance}\n" for t in topics))
     llm, bm25 = PromptLLM(), Bm25Searcher(demo_index)
     selector = folder / "selector.json"
-    fingerprint = RefineMemory(llm, bm25, selector="").fingerprint()
+    fingerprint = RefineMemory(llm, bm25, selector="", **OPTIONS["refine_memory"]).fingerprint()
     MemorySelector([0.0] * 6, 0.1, [0.0] * 6, [1.0] * 6, fingerprint).save(selector)
     return {"llm": llm, "searcher": bm25, "ranker": make_ranker("bi-encoder", "bundled:minilm",
                                                                   cache_dir=folder / "embeddings"),

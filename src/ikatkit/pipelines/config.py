@@ -75,9 +75,11 @@ def load_config(path: str | Path) -> RunConfig:
     placed = []
     for i, stage in enumerate(raw["stages"]):
         where = f"stages[{i}]"
-        name = stage.get("stage") if isinstance(stage, dict) else stage
+        if not isinstance(stage, dict):
+            raise IkatError(f"stage {stage!r} is not a table", path=path, where=where,
+                            fix='write each stage as [[stages]] with stage = "..." and its options')
         try:
-            cls = stage_class(name if isinstance(name, str) else repr(name))
+            cls = stage_class(stage.get("stage") if isinstance(stage.get("stage"), str) else repr(stage.get("stage")))
         except IkatError as err:
             raise IkatError(err.message, path=path, where=where, fix=err.fix) from None
         options = _check_stage_options(path, where, cls, stage, resources)

@@ -42,7 +42,7 @@ class ResourceKind:
 
 def _need_model(options: dict[str, Any]) -> None:
     if not isinstance(options.get("model"), str):
-        raise IkatError("no model", where="model", fix='add model = "<hub id, path or bundled:...>"')
+        raise IkatError("the resource names no model", where="model", fix='add model = "<hub id, path or bundled:...>"')
 
 
 def _check_llm(options: dict[str, Any]) -> None:
