@@ -320,7 +320,7 @@ def test_a_stage_writing_an_undeclared_field_fails_naming_stage_and_field(kit):
         run_stage(Dropping(), copy.deepcopy(kit["records"]))
 
 
-# --- bugs found by reading the code (each test failed before its fix) --------------------------------------------------
+# --- bugs found by reading the code (each test failed before its fix) ------------------------------------------------
 
 HEAD = """name = "x"
 [resources.llm]
@@ -418,8 +418,9 @@ def test_fuse_rejects_an_unknown_method_at_load_and_when_built(tmp_path):
     with pytest.raises(IkatError, match="unknown fusion method 'borda'"):  # was a KeyError
         Fuse(method="borda")
     with pytest.raises(IkatError) as err:
-        _load(tmp_path, HEAD + _stages("raw_query", "retrieve", "fuse").replace('"fuse"\n', '"fuse"\nmethod = "borda"\n'))
-    assert err.value.where.startswith("stages[2].method, line") and "interleave" in err.value.fix
+        _load(tmp_path, HEAD + _stages("raw_query", "retrieve", "fuse").replace('"fuse"\n', '"fuse"\nmethod = "x"\n'))
+    assert err.value.where.startswith("stages[2].method, line") and "'x'" in err.value.message
+    assert "interleave" in err.value.fix
 
 
 @pytest.mark.parametrize("resource, where, message", [

@@ -6,10 +6,10 @@ chose). The LLM proposes ``k`` candidate memories, query-focused condensations o
 (empty, the prompt echoed, role tags, a repeated sentence: ``ikatkit.llm.guards.check_response``) is traced with
 its reason and counted, never used; with no usable candidate the passages themselves stay the memory.
 
-Training (:func:`ikatkit.training.refiner.train_refiner`, Algorithm 1 lines 11-20, with the reference): the config's ``respond`` stage
-answers from the raw passages (h) and from each candidate memory (h'); Δ is a reference measure of
-``ikatkit.evaluate.responses`` (``metric``, ROUGE-L F1 by default) against the turn's canonical response. Each
-round proposes a new pool; its best candidate by Δ replaces the kept memory when Δ(h', y) > Δ(h, y) (reward
+Training (:func:`ikatkit.training.refiner.train_refiner`, Algorithm 1 lines 11-20, with the reference): the
+config's ``respond`` stage answers from the raw passages (h) and from each candidate memory (h'); Δ is a reference
+measure of ``ikatkit.evaluate.responses`` (``metric``, ROUGE-L F1 by default) against the turn's canonical response.
+Each round proposes a new pool; its best candidate by Δ replaces the kept memory when Δ(h', y) > Δ(h, y) (reward
 Δ(h', y) - Δ(h, y), else 0). Every usable candidate's features and its gain over the raw passages,
 Δ(h', y) - Δ(h_raw, y), are the selector's training rows.
 

@@ -210,7 +210,8 @@ def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
         except IkatError as err:
             if err.path is not None:
                 raise
-            raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({spec['stage']})", fix=err.fix) from None
+            raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({spec['stage']})",
+                            fix=err.fix) from None
         if hasattr(stage, "resource_names"):
             stage.resource_names = names
         built.append(stage)

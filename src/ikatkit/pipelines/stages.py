@@ -212,7 +212,8 @@ class Retrieve(Stage):
         if "partitions" in placement.before and not searcher_takes(kind, "partitions"):
             raise IkatError(f"retrieve searches {options.get('searcher')!r}, a {kind!r} resource, after "
                             "select_partition chose partitions: only a partitioned-bm25 searcher searches within them",
-                            fix="name the partitioned-bm25 resource as this retrieve's searcher, or drop select_partition")
+                            fix="name the partitioned-bm25 resource as this retrieve's searcher, or drop "
+                                "select_partition")
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         retriever = self.resource_names.get("searcher", "searcher")
