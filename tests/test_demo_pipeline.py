@@ -84,7 +84,25 @@ def test_kill_and_resume_is_byte_identical(demo_dir, demo_index, tmp_path):
     assert resumed.batches_done_now == 6 - 2
     assert resumed.run_file.read_bytes() == whole.run_file.read_bytes()
     assert resumed.trec_file.read_bytes() == whole.trec_file.read_bytes()
-    assert run_pipeline(config, demo_dir / "topics.json", tmp_path / "killed", index=demo_index).batches_done_now == 0
+    again = run_pipeline(config, demo_dir / "topics.json", tmp_path / "killed", index=demo_index)
+    assert again.batches_done_now == 0 and not (tmp_path / "killed" / "run.lock").exists()
+
+
+def test_a_resumed_runs_summary_reports_its_own_work(demo_dir, demo_index, tmp_path):
+    """The summary's time per turn is this call's (its batches' stage seconds in the checkpoints), never the
+    time of turns an earlier call ran."""
+    config, out = _config(tmp_path, batch_size=4), tmp_path / "out"
+    with pytest.raises(IkatError, match="rerun to resume"):
+        run_pipeline(config, demo_dir / "topics.json", out, index=demo_index, max_batches=1)
+    resumed = run_pipeline(config, demo_dir / "topics.json", out, index=demo_index)
+    seconds = [sum(json.loads((out / "checkpoints" / f"batch-{i:05d}.json").read_text())["seconds"].values())
+               for i in (1, 2)]
+    first = resumed.summary().splitlines()[0]
+    assert first == (f"run demo-bm25: 12 turns; 8 turns run now in 2 batches, {sum(seconds) / 8:.2f} s/turn; "
+                     "4 turns from the checkpoints of an earlier run")
+    again = run_pipeline(config, demo_dir / "topics.json", out, index=demo_index)
+    assert again.summary().splitlines()[0] == ("run demo-bm25: 12 turns; nothing run now; 12 turns from the "
+                                               "checkpoints of an earlier run")
 
 
 @pytest.mark.parametrize("fmt", ["2023", "2024", "2025", "trec"])
