@@ -12,6 +12,8 @@ from ikatkit.errors import IkatError
 from ikatkit.evaluate.evaluate import evaluate
 from ikatkit.evaluate.ptkb import evaluate_ptkb
 from ikatkit.pipelines import run_pipeline
+from ikatkit.pipelines.demo import representative_turn, rerun_commands
+from ikatkit.pipelines.record import records_for
 from ikatkit.runs.io import read_run, write_run
 from ikatkit.runs.validate import validate_run
 from ikatkit.topics import load_topics
@@ -131,3 +133,40 @@ def test_validator_finds_passages_the_index_lacks(manual_run, demo_dir, demo_ind
     assert len(report.problems) == 1 and report.ok  # a warning: the organizers' validator warns too
     assert (unknown[0].turns, unknown[0].examples, unknown[0].count) == (
         ["demo-1_1"], ["clueweb22-en0000-00-00000:99"], 1)
+
+
+def test_the_turn_shown_is_the_median_of_those_the_guards_passed(demo_dir):
+    """The demo shows a typical turn, not its worst: the median nDCG@3 among the turns whose response passed."""
+    records = records_for(load_topics(demo_dir / "topics.json"))
+    scores = {r.qid: {"nDCG@3": v} for r, v in zip(records, [0.9, 0.0, 0.5, 0.2, 0.7, 0.5, 1.0, 0.3, 0.1, 0.6,
+                                                                0.4, 0.8])}
+    records[1].rejected = {"respond": "Good sources ... - Microplastics - Microplastics"}  # 0.0, left out
+    records[6].rejected = {"respond": "### How to Get Around Japan"}  # 1.0, left out
+    shown, why = representative_turn(records, scores)
+    # passed: 0.9 0.5 0.2 0.7 0.5 0.3 0.1 0.6 0.4 0.8 -> sorted 0.1 0.2 0.3 0.4 0.5 0.5 ...: the lower median 0.5,
+    # the first such in topic order (demo-1_3)
+    assert shown.qid == "demo-1_3" and "median nDCG@3 (0.5000)" in why and "10 judged turns" in why
+    for record in records:
+        record.rejected = {"respond": "x"}
+    shown, why = representative_turn(records, scores)
+    assert shown.qid == "demo-1_3" and "all 12 judged turns" in why  # 0.5 is also the lower median of all 12
+
+
+def test_the_printed_commands_rerun_on_the_output(manual_run, demo_dir, demo_index, tmp_path):
+    """The validate/eval commands the demo prints run as printed (the bundled topics' real path) and agree with
+    the library."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    text = rerun_commands(manual_run.run_file, manual_run.trec_file, demo_index, demo_dir, ptkb=True)
+    commands = [shlex.split(line) for line in text.splitlines()[1:]]
+    assert [c[:2] for c in commands] == [["ikatkit", "validate"], ["ikatkit", "eval"], ["ikatkit", "eval-ptkb"]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = [subprocess.run([sys.executable, "-m", "ikatkit.cli", *c[1:]], capture_output=True, text=True, env=env,
+                           cwd=tmp_path) for c in commands]
+    assert [d.returncode for d in done] == [0, 0, 0], [d.stderr[-500:] for d in done]
+    ndcg5 = next(line for line in done[1].stdout.splitlines() if line.startswith("nDCG@5\tall\t"))
+    assert float(ndcg5.split("\t")[2]) == pytest.approx(evaluate(manual_run.trec_file, demo_dir / "qrels.txt")
+                                                         .mean["nDCG@5"], abs=1e-4)

@@ -99,8 +99,8 @@ def explain_turn(record: TurnRecord, scores: dict[str, float], width: int = 60) 
              f"  PTKB:        {'; '.join(record.ptkb_texts()) or '(none)'}",
              f"  top passage: {top} {cut(record.passage_texts.get(top, ''), 30)!r}" if top else "  top passage: (none)",
              f"  response:    {cut(record.response, width)}"]
-    lines += [f"  guard:       {stage} output {cut(output, 20)!r} rejected" for stage, output in
-              record.rejected.items()]
+    lines += [f"  guarded:     {stage} output {cut(output, 20)!r} (the note says what was used)" for stage, output
+              in record.rejected.items()]
     lines += [f"  note:        {note}" for note in record.notes]
     if scores:
         lines.append("  this turn:   " + ", ".join(f"{m} {v:.4f}" for m, v in scores.items()))
