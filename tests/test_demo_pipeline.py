@@ -141,13 +141,23 @@ def test_the_turn_shown_is_the_median_of_those_the_guards_passed(demo_dir):
     scores = {r.qid: {"nDCG@3": v} for r, v in zip(records, [0.9, 0.0, 0.5, 0.2, 0.7, 0.5, 1.0, 0.3, 0.1, 0.6,
                                                                 0.4, 0.8])}
     records[1].rejected = {"respond": "Good sources ... - Microplastics - Microplastics"}  # 0.0, left out
+    records[1].notes = ["response repeats a phrase: top passage used"]
     records[6].rejected = {"respond": "### How to Get Around Japan"}  # 1.0, left out
+    records[6].notes = ["response is only a heading: top passage used"]
+    records[3].rejected = {"respond": "It hurts. It hurts. It hurts."}  # 0.2, cut: the model's own, kept
+    records[3].notes = ["response repeats a sentence: cut before the loop"]
     shown, why = representative_turn(records, scores)
-    # passed: 0.9 0.5 0.2 0.7 0.5 0.3 0.1 0.6 0.4 0.8 -> sorted 0.1 0.2 0.3 0.4 0.5 0.5 ...: the lower median 0.5,
+    # kept: 0.9 0.5 0.2 0.7 0.5 0.3 0.1 0.6 0.4 0.8 -> sorted 0.1 0.2 0.3 0.4 0.5 0.5 ...: the lower median 0.5,
     # the first such in topic order (demo-1_3)
     assert shown.qid == "demo-1_3" and "median nDCG@3 (0.5000)" in why and "10 judged turns" in why
+    records[3].notes = ["response repeats a sentence: top passage used"]  # a fallback now: 9 kept,
+    assert representative_turn(records, scores)[0].qid == "demo-1_6"  # 0.1 0.3 0.4 0.5 0.5: the 5th, the 2nd 0.5
+    records[0].rejected = {"respond": "x"}  # 0.9 out: 8 kept (0.1 0.3 0.4 0.5 0.5 0.6 0.7 0.8), lower median 0.5
+    assert representative_turn(records, scores)[0].qid == "demo-1_3"
+    records[2].rejected = records[5].rejected = {"respond": "x"}  # both 0.5 out: 0.1 0.3 0.4 0.6 0.7 0.8 -> 0.4
+    assert representative_turn(records, scores)[0].qid == "demo-2_5"
     for record in records:
-        record.rejected = {"respond": "x"}
+        record.rejected, record.notes = {"respond": "x"}, []
     shown, why = representative_turn(records, scores)
     assert shown.qid == "demo-1_3" and "all 12 judged turns" in why  # 0.5 is also the lower median of all 12
 

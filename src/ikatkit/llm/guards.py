@@ -26,6 +26,7 @@ MIN_REPEATED_WORDS = 3
 NEAR_REPEAT_WORDS, NEAR_REPEAT_RATIO = 8, 0.9  # sentences this long count as said again when this similar
 MIN_CUT_COPY_WORDS = 5  # a last sentence cut short counts as a copy when this many words start an earlier one
 MIN_KEPT_WORDS, MIN_GROUNDED = 8, 0.5  # what a cut keeps: this many words, this share of them from the passages
+CUT_NOTE = "cut before the loop"  # how a stage's note ends when it used the output cut before its loop
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET, which Anserini's English analyzer (our BM25) drops: a rewrite of
 # these words alone retrieves nothing.
 LUCENE_STOP_WORDS = frozenset(

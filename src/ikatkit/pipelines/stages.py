@@ -443,7 +443,7 @@ class Respond:
         check_mappings(options)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
-        from ikatkit.llm.guards import check_response, cut_before_loop
+        from ikatkit.llm.guards import CUT_NOTE, check_response, cut_before_loop
 
         for record in records:
             top = [pid for pid, _ in record.ranking[: self.passages]]
@@ -459,7 +459,7 @@ class Respond:
             problem = check_response(output) if self.task != "extractive" else None
             kept = cut_before_loop(output, list(record.passage_texts.values())) if problem else None
             if kept:
-                _reject(record, self.llm, self.name, output, f"{problem}: cut before the loop")
+                _reject(record, self.llm, self.name, output, f"{problem}: {CUT_NOTE}")
                 output = kept
             elif problem:
                 _reject(record, self.llm, self.name, output, f"{problem}: top passage used")
