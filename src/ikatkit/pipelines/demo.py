@@ -9,9 +9,10 @@ from pathlib import Path
 from ikatkit.atomic import write_json
 from ikatkit.pipelines.record import TurnRecord
 
-SHOWN_BY = "nDCG@3"  # the turn shown end to end: the median of this measure among the turns the guards passed
+SHOWN_BY = "nDCG@3"  # the turn shown end to end: the median of this measure (representative_turn)
 REAL_MODEL = """The bundled SmolLM2-135M only exercises the plumbing: its rewrites and responses are weak, and the
-guards replace the degenerate ones (notes above). For a real model, change two lines of [resources.llm] in the config:
+guards cut or replace the degenerate ones (notes above).
+For a real model, change two lines of [resources.llm] in the config:
     backend = "openai"
     model = "gpt-4o-mini"          # an OpenAI-compatible server: its model name, plus base_url = "http://HOST:PORT/v1"
   or on a GPU:
