@@ -215,17 +215,22 @@ def test_bad_input_messages(topics_file, tmp_path, capsys):
     assert capsys.readouterr().out.count("fix:") == 1
 
 
-def test_demo_command_shows_one_turn_end_to_end(config, tmp_path, capsys):
-    """`ikatkit demo` with a retrieval-only config: index, run, evaluation, then demo-1_2 from utterance to response."""
+def test_demo_command_shows_one_turn_end_to_end(config, demo_dir, tmp_path, capsys):
+    """`ikatkit demo` with a retrieval-only config: index, run, evaluation, then a typical turn from utterance to
+    response (the median nDCG@3; no response is guarded here), and the commands that check the output again."""
     assert main(["demo", "--config", str(config), "--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     assert "index " in out and "202 passages from 60 documents" in out and "validation:   valid" in out
-    shown = out[out.index("one turn end to end (demo-1_2):"):]
-    assert "utterance:   What are good sources for me?" in shown and "query:       What are good sources" in shown
     evaluation = json.loads((tmp_path / "demo" / "evaluation.json").read_text())
+    turns = [t for t in load_topics(demo_dir / "topics.json") if t.qid in evaluation["per_query"]]
+    median = sorted(turns, key=lambda t: evaluation["per_query"][t.qid]["nDCG@3"])[(len(turns) - 1) // 2]
+    assert f"chosen as typical: {median.qid} has the median nDCG@3" in out
+    shown = out[out.index(f"\n{median.qid}:\n"):]
+    assert f"utterance:   {median.utterance}" in shown
     top = shown.split("top passage: ")[1].split()[0]
     response = shown.split("response:    ")[1].split("\n")[0]
     assert top.startswith("clueweb22-en0000-00-") and response.split()[:5]
-    assert f"nDCG@3 {evaluation['per_query']['demo-1_2']['nDCG@3']:.4f}" in shown
+    assert f"nDCG@3 {evaluation['per_query'][median.qid]['nDCG@3']:.4f}" in shown
+    assert f"--topics {demo_dir / 'topics.json'}" in out and f"--qrels {demo_dir / 'qrels.txt'}" in out
     assert "only exercises the plumbing" not in out  # no LLM in this config
     assert evaluation["passages"]["nDCG@5"] == pytest.approx(0.47, abs=0.005)  # raw utterances (demo README)

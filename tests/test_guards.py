@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ikatkit.llm.base import LLM
-from ikatkit.llm.guards import (LUCENE_STOP_WORDS, check_queries, check_response, check_rewrite, looping_phrase,
-                                repeated_sentence)
+from ikatkit.llm.guards import (LUCENE_STOP_WORDS, check_queries, check_response, check_rewrite, cut_before_loop,
+                                looping_phrase, normalize, repeated_sentence)
 from ikatkit.pipelines.demo import demo_data
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.stages import GenerateAnswer, GenerateQueries, Respond, Rewrite
@@ -20,6 +20,28 @@ COPIED_REWRITE = "User: How much protein do I need each day?"
 LOOPING_RESPONSE = ("I'm glad to help! Here's a response that addresses your question. I'm glad to help! Here's a "
                     "response that addresses your question. I'm glad to help! Here's a response that addresses your "
                     "question.")
+# Outputs of SmolLM2-135M with the demo config (configs/demo.toml, rtg_response_chat) on 2026-11-25 (issue 33).
+HEADING_ONLY = "### How to Get Around Japan"  # demo-2_2
+LIST_THEN_LOOP = ("Good sources for you include:\n\n- Ground flaxseed\n- Chia seeds, hemp seeds and walnuts\n- Fish\n"
+                  "- Algae oil supplements" + "\n- Microplastics" * 8)  # demo-1_2
+CUT_COPIES = {  # a sentence said again, the last copy cut short by max_new_tokens
+    "demo-1_3": "The answer to your question is no. Tofu is a complete protein that provides all nine essential amino "
+                "acids. It is a complete protein that is not found in any other animal source. It is also a complete "
+                "protein that is not found in any other animal source. It is a complete protein that is not found in "
+                "any",
+    "demo-1_5": "It's not a bad idea to stop running, but it's also not a good idea to do it too early. If you're "
+                "already feeling tired, it's better to stop running now. If you're feeling tired, it's better to stop "
+                "running now. If you're feeling tired, it's better to stop",
+    "demo-1_6": "The exercises mentioned above are designed to strengthen the gluteus medius, which is the key muscle "
+                "that helps to support the hip and knee joint. These exercises are designed to improve the gluteus "
+                "medius, which is the muscle that helps to support the hip joint. The exercises mentioned above are "
+                "designed to"}
+DEMO_PASSAGES = {"demo-1_2": ["clueweb22-en0000-00-00027:2", "clueweb22-en0000-00-00027:1",
+                              "clueweb22-en0000-00-00046:2"],
+                 "demo-1_3": ["clueweb22-en0000-00-00002:0", "clueweb22-en0000-00-00023:3",
+                              "clueweb22-en0000-00-00002:1"],
+                 "demo-1_5": ["clueweb22-en0000-00-00033:2", "clueweb22-en0000-00-00008:1",
+                              "clueweb22-en0000-00-00037:1"]}  # the passages the demo gave the model
 TEMPLATE_RESPONSE = ("### User Question:\nWhat are good sources for me?\n\n### Response:\nGood sources of protein "
                      "are beans.")
 
@@ -235,19 +257,86 @@ def test_context_evaluation_counts_guarded_rewrites(demo_dir, demo_index):
     assert "- all: 8; empty rewrite 4; rewrite carries role tags 4" in result.to_markdown()
 
 
+def test_a_heading_alone_is_no_response():
+    assert check_response(HEADING_ONLY) == "response is only a heading"
+    assert check_response("## Getting around\n\n### By train") == "response is only a heading"
+    assert check_response("### How to Get Around Japan\nThe JR Pass covers most trains.") is None
+    assert check_response("#1 tip: take the train.") is None  # no Markdown heading ("#" then a space)
+
+
+def test_a_sentence_said_again_with_its_last_copy_cut_short():
+    """demo-1_3 and demo-1_5 passed the guards before (no sentence twice word for word); demo-1_6 too."""
+    for qid, text in CUT_COPIES.items():
+        assert check_response(text) == "response repeats a sentence", qid
+    assert repeated_sentence(CUT_COPIES["demo-1_6"]) == normalize(CUT_COPIES["demo-1_6"].split(". ")[0])
+    # the rules one by one: a cut last copy of five words or more; a long sentence with one word added
+    assert repeated_sentence("Tofu is rich in protein and iron. Lentils are cheap. Tofu is rich in protein") == \
+        "tofu is rich in protein and iron"
+    assert repeated_sentence("Tofu is rich in protein and iron. Lentils are cheap. Tofu is rich") is None  # 3 words
+    assert repeated_sentence("Tofu is rich in protein. Tofu is rich in protein and iron.") is None  # says more
+    assert repeated_sentence("Tofu is a complete protein found in no other plant source. Tofu is also a complete "
+                             "protein found in no other plant source.") is not None
+    assert repeated_sentence("Tofu has 8 g of protein per 100 g here. Tempeh has 19 g of protein per 100 g here.") \
+        is None  # two facts in one mould
+
+
+def test_a_loop_is_cut_after_a_usable_answer(records, demo_index):
+    """demo-1_2: the four-item list is kept, the "- Microplastics" loop cut (its whole output on the record); a loop
+    after a preamble, a heading alone and an answer the passages do not support fall back to the top passage."""
+    pytest.importorskip("pyserini")
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+
+    searcher = Bm25Searcher(demo_index)
+    four = "Good sources for you include:\n\n- Ground flaxseed\n- Chia seeds, hemp seeds and walnuts\n- Fish\n- " \
+           "Algae oil supplements"
+    passages = {qid: list(searcher.texts(ids).values()) for qid, ids in DEMO_PASSAGES.items()}
+    assert cut_before_loop(LIST_THEN_LOOP, passages["demo-1_2"]) == four
+    assert cut_before_loop(CUT_COPIES["demo-1_3"], passages["demo-1_3"]) == CUT_COPIES["demo-1_3"][:178]
+    assert CUT_COPIES["demo-1_3"][:178].endswith("not found in any other animal source.")
+    assert cut_before_loop(CUT_COPIES["demo-1_5"], passages["demo-1_5"]) is None  # 3 of its 17 words in them
+    assert cut_before_loop(LIST_THEN_LOOP, passages["demo-1_5"]) is None  # the list is not from these passages
+    for record in records[:3]:
+        record.ranking = [(pid, 1.0 - i / 10) for i, pid in enumerate(DEMO_PASSAGES["demo-1_2"])]
+    llm = ScriptedLLM([LIST_THEN_LOOP, LOOPING_RESPONSE, HEADING_ONLY])
+    out = Respond(searcher, llm).transform(records[:3])
+    top = searcher.texts(DEMO_PASSAGES["demo-1_2"][:1])[DEMO_PASSAGES["demo-1_2"][0]]
+    assert out[0].response == " ".join(four.split())  # responses are single-spaced
+    assert out[0].notes == ["response repeats a phrase: cut before the loop"]
+    assert out[0].rejected == {"respond": LIST_THEN_LOOP}
+    assert [r.response for r in out[1:]] == [" ".join(top.split()[:250])] * 2
+    assert out[1].notes == ["response repeats a sentence: top passage used"]  # "I'm glad to help! ..." kept nothing
+    assert out[2].notes == ["response is only a heading: top passage used"]
+    assert llm.stats["parse_fallbacks"] == 3
+
+
+def test_human_written_responses_pass_every_response_check(ikat2023, nuggets_2024):
+    """The 2023 canonical responses, the 2024 human gold responses and the 2024 manual runs' responses: none is a
+    heading, a loop or a repeat (one 2023 response starts with a "System:" role tag)."""
+    import json
+
+    texts = [t.response for name in ("train", "test") for t in load_topics(ikat2023 / f"{name}_topics.json")
+             if t.response]
+    for name in ("manual_responses.json", "gold_responses_human.json"):
+        _strings(json.loads((nuggets_2024 / name).read_text()), texts)
+    assert len(texts) > 600
+    assert [(t[:7], check_response(t)) for t in texts if check_response(t)] == [
+        ("System:", "response echoes the prompt template")]
+
+
+def _strings(value: Any, found: list[str]) -> None:
+    """Every string of more than 20 words in a JSON value."""
+    if isinstance(value, str) and len(value.split()) > 20:
+        found.append(value)
+    for child in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+        _strings(child, found)
+
+
 def test_no_real_response_loops_on_a_phrase(ikat2023, nuggets_2024):
     """The 2023 canonical responses and the 2024 gold and submitted responses pass the phrase-loop check."""
     import json
 
     texts = [t.response for name in ("train", "test") for t in load_topics(ikat2023 / f"{name}_topics.json")
              if t.response]
-
-    def strings(value: Any) -> None:
-        if isinstance(value, str) and len(value.split()) > 20:
-            texts.append(value)
-        for child in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
-            strings(child)
-
     for name in ("automatic_responses.json", "manual_responses.json", "gold_responses_human.json"):
-        strings(json.loads((nuggets_2024 / name).read_text()))
+        _strings(json.loads((nuggets_2024 / name).read_text()), texts)
     assert len(texts) > 1_200 and [t[:80] for t in texts if looping_phrase(t)] == []

@@ -256,6 +256,24 @@ def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, top
     assert f"process {holder.pid} " in (out / "run.lock").read_text()  # left behind by a killed run
     outcome = run_pipeline(config, topics, out, index=demo_index)
     assert outcome.valid is True and outcome.batches_done_now == 2
+    assert not (out / "run.lock").exists()  # a finished run leaves no lock file
+
+
+def test_the_lock_file_goes_however_a_run_ends(tmp_path, topics):
+    """A run that fails on bad input, or is interrupted, removes run.lock too (a killed one cannot: its flock is
+    free, the test above)."""
+    from ikatkit.pipelines.runner import run_lock
+
+    config = _write(tmp_path, BM25_ONLY)
+    out = tmp_path / "out"
+    with pytest.raises(IkatError, match="no-index"):
+        run_pipeline(config, topics, out, index=tmp_path / "no-index")
+    assert out.is_dir() and not (out / "run.lock").exists()
+    with pytest.raises(KeyboardInterrupt):
+        with run_lock(out):
+            assert (out / "run.lock").read_text().startswith(f"process {os.getpid()} ")
+            raise KeyboardInterrupt
+    assert not (out / "run.lock").exists()
 
 
 def test_fingerprint_only_before_the_first_batch_and_unstamped_checkpoints_refused(tmp_path, topics,

@@ -83,7 +83,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                         "config's query stage (raw_query, manual_query or rewrite)")
     p.add_argument("--conversations", nargs="+", help="only these conversations, e.g. 9-1 10-1")
     p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, OpenVINO models, compiled Java helpers "
-                                   "(default $IKATKIT_CACHE or .cache/ikatkit)")
+                                   "(default: $IKATKIT_CACHE, else .cache/ikatkit in a checkout, "
+                                   "else ~/.cache/ikatkit)")
     p.add_argument("--restart", action="store_true", help="discard checkpoints in --out and start over")
     p.add_argument("--no-validate", action="store_true", help="skip validating the written run")
 
@@ -188,7 +189,8 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-config", help="TOML or JSON of the judge LLM, as an llm resource: backend, model, base_url ...")
     p.add_argument("--bertscore-model", default="bundled:minilm", help="BERTScore model (hub id, folder or bundled:*)")
     p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
-    p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
+    p.add_argument("--cache", help="cache folder for LLM outputs (default: $IKATKIT_CACHE, else .cache/ikatkit "
+                                   "in a checkout, else ~/.cache/ikatkit)")
 
 
 def _response_options(args: argparse.Namespace) -> dict:
@@ -740,7 +742,8 @@ def _add_context(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm", help="rewrite with this LLM from each method's context instead of concatenating "
                                  "(transformers backend, e.g. bundled:smollm2)")
     p.add_argument("--max-new-tokens", type=int, default=48, help="LLM rewrite length")
-    p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
+    p.add_argument("--cache", help="cache folder for LLM outputs (default: $IKATKIT_CACHE, else .cache/ikatkit "
+                                   "in a checkout, else ~/.cache/ikatkit)")
     p.add_argument("--test", choices=["ttest", "wilcoxon", "randomization"], default="ttest")
     p.add_argument("--correction", choices=["holm", "bonferroni", "none"], default="holm")
     p.add_argument("--out", help="also write context.md and context.json here")

@@ -87,7 +87,7 @@ def javac() -> str | None:
 
 def helper_classes() -> Path | None:
     """Folder of our compiled Java helpers, compiled once per source version into ``$IKATKIT_CACHE/java``
-    (default ``.cache/ikatkit``, as the LLM cache); None when no JDK is found or compiling fails (callers then use Pyserini)."""
+    (see :mod:`ikatkit.paths`, as the LLM cache); None when no JDK is found or compiling fails (callers then use Pyserini)."""
     digest = hashlib.sha256(anserini_jar().name.encode())
     for source in [*HELPER_SOURCES, *sorted(API_STUBS.rglob("*.java"))]:
         digest.update(source.read_bytes())

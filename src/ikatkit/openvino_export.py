@@ -1,7 +1,7 @@
 """One way to run a PyTorch network on OpenVINO (CPU, float32), for the bi-encoder and the cross-encoder.
 
 The network is converted once with ``openvino.convert_model`` and saved as IR (``model.xml``/``.bin``, float32
-weights) under ``$IKATKIT_CACHE/openvino`` (default ``.cache/ikatkit``), by a hash of its weights and of
+weights) under ``openvino`` of the cache folder (:mod:`ikatkit.paths`), by a hash of its weights and of
 everything else that changes the conversion (config, library versions); a cluster node converts into its own
 cache. Callers check the compiled model against PyTorch on probe inputs.
 """

@@ -1,11 +1,38 @@
-"""Where ikatkit keeps what it computes once: ``$IKATKIT_CACHE``, default ``.cache/ikatkit``."""
+"""Where ikatkit keeps what it computes once (LLM outputs, compiled Java helpers, OpenVINO models).
+
+``$IKATKIT_CACHE`` when set; else ``.cache/ikatkit`` of the ikatkit checkout the user stands in (the folder, or a
+folder above it, whose ``pyproject.toml`` names the ``ikatkit`` project); else the user's cache folder,
+``$XDG_CACHE_HOME/ikatkit`` or ``~/.cache/ikatkit`` (an installed wheel never writes into the working folder).
+"""
 
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 
+def checkout_root(start: Path | None = None) -> Path | None:
+    """The ikatkit checkout ``start`` (default: the working folder) lies in, or None."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                name = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("name")
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                name = None
+            if name == "ikatkit":
+                return folder
+    return None
+
+
 def cache_root() -> Path:
-    """The cache folder (LLM outputs, compiled Java helpers, OpenVINO models), absolute."""
-    return Path(os.environ.get("IKATKIT_CACHE", ".cache/ikatkit")).resolve()
+    """The cache folder, absolute."""
+    if os.environ.get("IKATKIT_CACHE"):
+        return Path(os.environ["IKATKIT_CACHE"]).resolve()
+    checkout = checkout_root()
+    if checkout is not None:
+        return checkout / ".cache" / "ikatkit"
+    user = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return (Path(user) / "ikatkit").resolve()

@@ -2,23 +2,31 @@
 
 Small models (and large ones, sometimes) copy an earlier utterance instead of rewriting, keep the role tags
 of the prompt's context (``User: ...``), echo the prompt's sections (``### User Question: ... ### Response:``),
-repeat one sentence, or list the same query several times. Each check returns the reason an output is
-rejected, or ``None`` when it may be used; the stage then falls back (raw utterance, top passage, the query)
-and notes the reason on the record (the run's manifest counts the notes).
+write a heading and stop, repeat one sentence, or list the same query several times. Each check returns the reason
+an output is rejected, or ``None`` when it may be used; the stage then falls back (raw utterance, top passage, the
+query) and notes the reason on the record (the run's manifest counts the notes). A response that loops may instead
+be cut before its loop (:func:`cut_before_loop`) when what comes before is a usable answer. docs/guards.md shows
+each guard on the real outputs it was written for.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
+from difflib import SequenceMatcher
 from functools import lru_cache
 
 from ikatkit.llm.parse import output_lines
 
 ROLE_TAG = re.compile(r"^\s*(user|system|assistant|human|bot)\s*:", re.I | re.M)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\w+")
+_HEADING = re.compile(r"^\s*#{1,6}\s")
 MIN_REPEATED_WORDS = 3
+NEAR_REPEAT_WORDS, NEAR_REPEAT_RATIO = 8, 0.9  # sentences this long count as said again when this similar
+MIN_CUT_COPY_WORDS = 5  # a last sentence cut short counts as a copy when this many words start an earlier one
+MIN_KEPT_WORDS, MIN_GROUNDED = 8, 0.5  # what a cut keeps: this many words, this share of them from the passages
+CUT_NOTE = "cut before the loop"  # how a stage's note ends when it used the output cut before its loop
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET, which Anserini's English analyzer (our BM25) drops: a rewrite of
 # these words alone retrieves nothing.
 LUCENE_STOP_WORDS = frozenset(
@@ -50,12 +58,52 @@ def echoes_template(text: str) -> bool:
     return bool(_template_echo().search(text))
 
 
+def _sentences(text: str) -> list[tuple[int, str]]:
+    """The text's sentences as (offset of the sentence in ``text``, its normalized words)."""
+    found, start = [], 0
+    for piece in _SENTENCE.split(text):
+        start = text.index(piece, start)
+        found.append((start, normalize(piece)))
+        start += len(piece)
+    return found
+
+
+def _says_again(sentence: str, earlier: str, last_cut: bool) -> bool:
+    """Whether ``sentence`` repeats ``earlier``: the same words (three or more), nearly the same (eight words or
+    more, one word added or changed: "It is also a complete protein ..."), or, for a last sentence the output's
+    length limit cut short, the start of ``earlier`` (five words or more)."""
+    words, before = sentence.split(), earlier.split()
+    if len(words) >= MIN_REPEATED_WORDS and words == before:
+        return True
+    if min(len(words), len(before)) >= NEAR_REPEAT_WORDS and \
+            SequenceMatcher(None, words, before, autojunk=False).ratio() >= NEAR_REPEAT_RATIO:
+        return True
+    return last_cut and len(words) >= MIN_CUT_COPY_WORDS and before[: len(words)] == words
+
+
+def _first_repeat(text: str) -> tuple[int, str] | None:
+    """Where the first sentence said again starts in ``text``, and the sentence it repeats."""
+    sentences = _sentences(text)
+    last_cut = not text.rstrip().endswith((".", "!", "?", ":", '"', ")"))
+    for j, (start, sentence) in enumerate(sentences):
+        cut = last_cut and j == len(sentences) - 1
+        for _, earlier in sentences[:j]:
+            if _says_again(sentence, earlier, cut):
+                return start, earlier
+    return None
+
+
 def repeated_sentence(text: str) -> str | None:
-    """A sentence of at least three words that the text says more than once (the first such), else None."""
-    sentences = [normalize(s) for s in _SENTENCE.split(text)]
-    counts = Counter(s for s in sentences if len(s.split()) >= MIN_REPEATED_WORDS)
-    repeated = [s for s in sentences if counts[s] > 1]
-    return repeated[0] if repeated else None
+    """A sentence the text says again (the repeated one, normalized), else None: word for word, nearly (one word
+    added or changed in a long sentence), or as a last copy cut short by the length limit."""
+    found = _first_repeat(text)
+    return found[1] if found else None
+
+
+def only_heading(text: str) -> bool:
+    """Markdown headings and nothing else ("### How to Get Around Japan")."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(_HEADING.match(line) for line in lines)
 
 
 def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str]]) -> str | None:
@@ -90,30 +138,58 @@ def check_rewrite(rewrite: str, utterance: str, history: Sequence[tuple[str, str
     return None
 
 
-def looping_phrase(text: str, longest: int = 4, times: int = 4) -> str | None:
-    """A phrase of up to ``longest`` words said ``times`` times or more in a row (the first such), else None:
-    "- Microplastics - Microplastics - Microplastics - Microplastics", a loop no sentence split shows."""
-    words = normalize(text).split()
+def _phrase_loop(text: str, longest: int = 4, times: int = 4) -> tuple[int, str] | None:
+    """Where the first loop of a phrase starts in ``text`` (its first copy), and the phrase."""
+    words = list(_WORD.finditer(text.lower()))
+    tokens = [w.group() for w in words]
     for size in range(1, longest + 1):
-        for start in range(len(words) - size * times + 1):
-            phrase = words[start: start + size]
-            if all(words[start + k * size: start + (k + 1) * size] == phrase for k in range(1, times)):
-                return " ".join(phrase)
+        for start in range(len(tokens) - size * times + 1):
+            phrase = tokens[start: start + size]
+            if all(tokens[start + k * size: start + (k + 1) * size] == phrase for k in range(1, times)):
+                return words[start].start(), " ".join(phrase)
     return None
 
 
+def looping_phrase(text: str, longest: int = 4, times: int = 4) -> str | None:
+    """A phrase of up to ``longest`` words said ``times`` times or more in a row (the first such), else None:
+    "- Microplastics - Microplastics - Microplastics - Microplastics", a loop no sentence split shows."""
+    found = _phrase_loop(text, longest, times)
+    return found[1] if found else None
+
+
 def check_response(response: str) -> str | None:
-    """Why a response (or a GtR initial answer) must not be used, or None: empty, the template, a loop (a sentence
-    said twice, a short phrase four times in a row)."""
+    """Why a response (or a GtR initial answer) must not be used, or None: empty, the template, only a heading, a
+    loop (a sentence said again, a short phrase four times in a row)."""
     if not response.strip():
         return "empty response"
     if echoes_template(response) or ROLE_TAG.search(response):
         return "response echoes the prompt template"
+    if only_heading(response):
+        return "response is only a heading"
     if repeated_sentence(response):
         return "response repeats a sentence"
     if looping_phrase(response):
         return "response repeats a phrase"
     return None
+
+
+def cut_before_loop(response: str, passages: Sequence[str]) -> str | None:
+    """The response up to where it starts to loop (a sentence said again: from its second copy; a phrase looping:
+    from its first copy, with the list marker before it), when that is a usable answer, else None.
+
+    Usable: it passes :func:`check_response`, has at least eight words, and at least half of its content words
+    (Lucene's stop words aside) occur in ``passages``, the texts it was written from, so a cut that keeps only a
+    preamble ("I'm glad to help! Here's a response that addresses your question.") is no answer."""
+    starts = [found[0] for found in (_first_repeat(response), _phrase_loop(response)) if found]
+    if not starts:
+        return None
+    kept = response[: min(starts)].rstrip(" \t\n-*•,;:")
+    words = normalize(kept).split()
+    if check_response(kept) or len(words) < MIN_KEPT_WORDS:
+        return None
+    content = set(words) - LUCENE_STOP_WORDS
+    known = set(normalize(" ".join(passages)).split())
+    return kept if content and len(content & known) >= MIN_GROUNDED * len(content) else None
 
 
 def check_queries(queries: Sequence[str], output: str) -> str | None:

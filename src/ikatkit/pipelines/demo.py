@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import shlex
 from importlib.resources import files
 from pathlib import Path
 
 from ikatkit.atomic import write_json
 from ikatkit.pipelines.record import TurnRecord
 
-SHOWN_TURN = "demo-1_2"  # "What are good sources for me?": needs the conversation and the PTKB
+SHOWN_BY = "nDCG@3"  # the turn shown end to end: the median of this measure (representative_turn)
 REAL_MODEL = """The bundled SmolLM2-135M only exercises the plumbing: its rewrites and responses are weak, and the
-guards replace the degenerate ones (notes above). For a real model, change two lines of [resources.llm] in the config:
+guards cut or replace the degenerate ones (notes above).
+For a real model, change two lines of [resources.llm] in the config:
     backend = "openai"
     model = "gpt-4o-mini"          # an OpenAI-compatible server: its model name, plus base_url = "http://HOST:PORT/v1"
   or on a GPU:
@@ -47,12 +49,44 @@ def run_demo(config: str | Path, out: str | Path) -> int:
     print("PTKB ranking:    " + (", ".join(f"{m} {v:.4f}" for m, v in ptkb.items()) if ptkb is not None
                                  else "(the config ranks no PTKB statements)"))
     print(f"evaluation: {out / 'evaluation.json'}\n")
-    shown = next(r for r in outcome.records if r.qid == SHOWN_TURN)
-    scores = passages.per_query.get(SHOWN_TURN, {})
-    print(explain_turn(shown, {m: scores[m] for m in passages.mean if m in scores}))  # the order of the means
+    shown, why = representative_turn(outcome.records, passages.per_query)
+    scores = passages.per_query.get(shown.qid, {})
+    print(f"{why}\n" + explain_turn(shown, {m: scores[m] for m in passages.mean if m in scores}))  # means' order
+    print("\n" + rerun_commands(outcome.run_file, outcome.trec_file, index, data, ptkb is not None))
     if any(spec.get("kind") == "llm" for spec in load_config(config).resources.values()):
         print("\n" + REAL_MODEL)
     return 0 if outcome.valid else 1
+
+
+def representative_turn(records: list[TurnRecord], per_query: dict[str, dict[str, float]]) -> tuple[TurnRecord, str]:
+    """The turn with the median nDCG@3 (the lower median, the first in topic order on ties) among the judged turns
+    whose response is the model's own (the guards passed it, perhaps cut before a loop; else among all judged
+    turns), and a line saying why: neither the best nor the worst turn, and not one answered by the fallback."""
+    from ikatkit.llm.guards import CUT_NOTE
+
+    judged = [r for r in records if SHOWN_BY in per_query.get(r.qid, {})] or records
+    own = [r for r in judged if "respond" not in r.rejected or any(n.endswith(CUT_NOTE) for n in r.notes)]
+    pool = own or judged
+    ranked = sorted(pool, key=lambda r: per_query.get(r.qid, {}).get(SHOWN_BY, 0.0))  # stable: topic order on ties
+    shown = ranked[(len(ranked) - 1) // 2]
+    among = (f"the {len(pool)} judged turns whose response is the model's own (the guards passed it, or cut it "
+             "before a loop)" if own else f"all {len(pool)} judged turns (the fallback answered every one)")
+    value = per_query.get(shown.qid, {}).get(SHOWN_BY)
+    return shown, (f"one turn end to end, chosen as typical: {shown.qid} has the median {SHOWN_BY}"
+                   f"{f' ({value:.4f})' if value is not None else ''} among {among}")
+
+
+def rerun_commands(run_file: Path, trec_file: Path, index: Path, data: Path, ptkb: bool) -> str:
+    """The ``ikatkit`` commands that check and score this output again, with the bundled topics' and qrels' paths."""
+    def q(path: Path | str) -> str:
+        return shlex.quote(str(path))
+
+    lines = ["to check and score this output again:",
+             f"  ikatkit validate {q(run_file)} --topics {q(data / 'topics.json')} --index {q(index)}",
+             f"  ikatkit eval {q(trec_file)} --qrels {q(data / 'qrels.txt')}"]
+    if ptkb:
+        lines.append(f"  ikatkit eval-ptkb {q(run_file)} --qrels {q(data / 'ptkb_qrels.txt')}")
+    return "\n".join(lines)
 
 
 def explain_turn(record: TurnRecord, scores: dict[str, float], width: int = 60) -> str:
@@ -62,14 +96,14 @@ def explain_turn(record: TurnRecord, scores: dict[str, float], width: int = 60) 
         return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
 
     top = record.ranking[0][0] if record.ranking else None
-    lines = [f"one turn end to end ({record.qid}):",
+    lines = [f"{record.qid}:",
              f"  utterance:   {record.utterance}",
              f"  query:       {record.query or record.utterance}",
              f"  PTKB:        {'; '.join(record.ptkb_texts()) or '(none)'}",
              f"  top passage: {top} {cut(record.passage_texts.get(top, ''), 30)!r}" if top else "  top passage: (none)",
              f"  response:    {cut(record.response, width)}"]
-    lines += [f"  guard:       {stage} output {cut(output, 20)!r} rejected" for stage, output in
-              record.rejected.items()]
+    lines += [f"  guarded:     {stage} output {cut(output, 20)!r} (the note says what was used)" for stage, output
+              in record.rejected.items()]
     lines += [f"  note:        {note}" for note in record.notes]
     if scores:
         lines.append("  this turn:   " + ", ".join(f"{m} {v:.4f}" for m, v in scores.items()))

@@ -61,8 +61,7 @@ class RunOutcome:
     def summary(self) -> str:
         """A few lines for the terminal: turns, time per turn, files, notes, validity."""
         manifest = json.loads(self.manifest_file.read_text(encoding="utf-8"))
-        lines = [f"run {manifest['run_name']}: {manifest['turns']} turns, {manifest['seconds_per_turn']} s/turn "
-                 f"({self.batches_done_now} batches run now)",
+        lines = [f"run {manifest['run_name']}: {manifest['turns']} turns; {self.work_now(manifest)}",
                  f"  official run: {self.run_file}", f"  TREC run:     {self.trec_file}",
                  f"  manifest:     {self.manifest_file}"]
         if manifest["turns_without_passages"]:
@@ -74,6 +73,13 @@ class RunOutcome:
             lines.append(f"  validation:   {'valid' if self.valid else 'INVALID'} "
                          f"(see {self.run_file.parent / 'validation.txt'})")
         return "\n".join(lines)
+
+    def work_now(self, manifest: dict[str, Any]) -> str:
+        """What this call did: the turns it ran and their time, and the turns earlier calls' checkpoints gave."""
+        now, turns = manifest["turns_run_now"], manifest["turns"]
+        done = (f"{now} turns run now in {self.batches_done_now} batches, "
+                f"{manifest['seconds_run_now'] / now:.2f} s/turn" if now else "nothing run now")
+        return done + (f"; {turns - now} turns from the checkpoints of an earlier run" if now < turns else "")
 
 
 def to_run(records: list[TurnRecord], config: RunConfig, year: int) -> Run:
@@ -123,24 +129,35 @@ def _versions() -> dict[str, str]:
 def run_lock(out: Path) -> Iterator[None]:
     """Hold ``out/run.lock`` (with this process's id in it) while a run writes ``out``; refuse if another holds it.
 
-    The lock is an ``flock``: the kernel frees it when its holder dies, so a stale lock file is simply taken."""
+    The lock is an ``flock``: the kernel frees it when its holder dies, so a stale lock file is simply taken. The
+    file is removed however the run ends (finished, failed, interrupted), while still locked; a process that locked
+    the removed file in between sees that it is no longer ``run.lock`` and takes the new one."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "run.lock"
-    handle = open(path, "a+", encoding="utf-8")
-    try:
+    while True:
+        handle = open(path, "a+", encoding="utf-8")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
+            handle.close()
             raise IkatError(f"another run is writing this folder ({holder})", path=out,
                             fix="wait for it to end, or stop it; --restart does not override a live run") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()  # locked a file its holder removed as it ended: lock the current one
+    try:
         handle.seek(0)
         handle.truncate()
         handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
         handle.flush()
         yield
     finally:
+        path.unlink(missing_ok=True)
         handle.close()
 
 
@@ -234,7 +251,7 @@ def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path 
     bars = ([tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")
              for p, s in enumerate(stages)] if per_stage else
             [tqdm(total=len(records), initial=done_turns, desc="turns", unit="turn", mininterval=30)])
-    done_now = 0
+    done_now, turns_now, seconds_now = 0, 0, 0.0
     for i in pending:
         if max_batches is not None and done_now >= max_batches:
             break
@@ -248,16 +265,19 @@ def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path 
         if not per_stage:
             bars[0].update(len(batch))
         checkpoints.save(i, batch, seconds)
-        done_now += 1
+        done_now, turns_now, seconds_now = done_now + 1, turns_now + len(batch), seconds_now + sum(seconds.values())
     for bar in bars:
         bar.close()
     if not all(checkpoints.done(i) for i in range(len(batches))):
         raise IkatError(f"run stopped after {done_now} new batches; rerun to resume", path=out)
-    return _finish(config, topics, out, index, checkpoints, len(batches), resources, done_now, validate)
+    return _finish(config, topics, out, index, checkpoints, len(batches), resources, (done_now, turns_now, seconds_now),
+                   validate)
 
 
 def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | None, checkpoints: Checkpoints,
-            n_batches: int, resources: Resources, done_now: int, validate: bool) -> RunOutcome:
+            n_batches: int, resources: Resources, now: tuple[int, int, float], validate: bool) -> RunOutcome:
+    """Write the run files and the manifest from all checkpoints; ``now``: the batches, turns and stage seconds
+    of this call (the manifest's ``seconds_per_turn`` covers every turn, whichever call ran it)."""
     from ikatkit.runs.io import write_run
 
     records: list[TurnRecord] = []
@@ -296,7 +316,8 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "files": {"run": run_file.name, "trec": trec_file.name},
         "seconds_per_stage": {k: round(v, 3) for k, v in seconds.items()},
         "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
-        "batches_run_now": done_now, "resource_stats": resources.stats, "notes": notes,
+        "batches_run_now": now[0], "turns_run_now": now[1], "seconds_run_now": round(now[2], 3),
+        "resource_stats": resources.stats, "notes": notes,
         "guarded_llm_outputs": guarded, "valid": valid,
         **{cls.summary_key: cls.summary(records, seconds.get(name))
            for name, cls in registered_stages().items() if cls.summary_key},
@@ -304,4 +325,4 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
     }
     manifest_file = out / "manifest.json"
     write_json(manifest_file, manifest)
-    return RunOutcome(run, records, run_file, trec_file, manifest_file, done_now, valid)
+    return RunOutcome(run, records, run_file, trec_file, manifest_file, now[0], valid)

@@ -376,12 +376,14 @@ class Respond(Stage):
 
     ``task`` names the prompt (``rtg_response``, ``gtr_response``); ``extractive`` answers with the top
     passage's text instead of calling an LLM (a retrieval-only baseline). An LLM output the guards reject
-    (empty, the prompt template echoed, a sentence repeated) falls back to the top passage too, noted on the
-    record. Responses are cut to ``max_words`` (the track trims at 250). ``similarity_tokens`` writes each
-    statement's and passage's ranker score into the prompt as UniMS-RAG's similarity token (0.1 ... 1.0), mapped
-    to [0, 1] by ``ptkb_similarity`` / ``passage_similarity`` (cosine: bi-encoder, sigmoid: cross-encoder,
-    minmax: BM25; :mod:`ikatkit.pipelines.similarity`). After ``refine_memory`` the
-    LLM reads the turn's refined memory instead of the passages (still marked used: the memory condenses them).
+    (empty, only a heading, the prompt template echoed, a loop) falls back to the top passage too, noted on the
+    record; one that loops after a usable answer (grounded in the passages) is cut before the loop instead (noted;
+    the whole output kept in ``rejected``, so what was cut is on the record). Responses are cut to ``max_words``
+    (the track trims at 250). ``similarity_tokens`` writes each statement's and passage's ranker score into the
+    prompt as UniMS-RAG's similarity token (0.1 ... 1.0), mapped to [0, 1] by ``ptkb_similarity`` /
+    ``passage_similarity`` (cosine: bi-encoder, sigmoid: cross-encoder, minmax: BM25;
+    :mod:`ikatkit.pipelines.similarity`). After ``refine_memory`` the LLM reads the turn's refined memory instead
+    of the passages (still marked used: the memory condenses them).
     """
 
     name = "respond"
@@ -410,7 +412,7 @@ class Respond(Stage):
         check_mappings(options)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
-        from ikatkit.llm.guards import check_response
+        from ikatkit.llm.guards import CUT_NOTE, check_response, cut_before_loop
 
         for record in records:
             top = [pid for pid, _ in record.ranking[: self.passages]]
@@ -424,7 +426,11 @@ class Respond(Stage):
             outputs = chat(self.llm, self.task, [evidence_variables(r, self.similarity) for r in records])
         for record, output in zip(records, outputs):
             problem = check_response(output) if self.task != "extractive" else None
-            if problem:
+            kept = cut_before_loop(output, list(record.passage_texts.values())) if problem else None
+            if kept:
+                reject(record, self.llm, self.name, output, f"{problem}: {CUT_NOTE}")
+                output = kept
+            elif problem:
                 reject(record, self.llm, self.name, output, f"{problem}: top passage used")
                 output = top_text(record)
             record.response = " ".join(output.split()[: self.max_words])
