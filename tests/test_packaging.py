@@ -89,6 +89,33 @@ def test_packaged_templates_equal_the_top_level_ones():
         assert (packaged / name).read_bytes() == (top / name).read_bytes(), f"{name} differs: copy it over"
 
 
+def test_constraints_pin_every_dependency_within_its_range():
+    """constraints.txt (what make and CI install) pins each dependency of every extra to a version its
+    pyproject.toml range allows."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            assert canonicalize_name(name) not in pins, f"{name} pinned twice"
+            pins[canonicalize_name(name)] = version
+    required = [Requirement(r) for r in project["dependencies"]]
+    required += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    for requirement in required:
+        if canonicalize_name(requirement.name) == "ikatkit":  # an extra made of other extras
+            continue
+        version = pins.get(canonicalize_name(requirement.name))
+        assert version is not None, f"{requirement.name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(version), f"{requirement.name}=={version} is outside {requirement}"
+        assert "==" not in str(requirement.specifier), f"{requirement}: a range, not an exact pin"
+    assert pins["torch"] == "2.13.0"
+
+
 def test_packaged_demo_config_equals_the_top_level_one():
     """``ikatkit demo`` runs the package's copy of ``configs/demo.toml`` by default: the two are the same file."""
     from ikatkit.pipelines.demo import demo_config
