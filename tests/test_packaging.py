@@ -29,6 +29,8 @@ BASE_COMMANDS = (
     ("eval-ptkb", "gold.json", "--qrels", "{demo}/ptkb_qrels.txt", "--format", "json"),
     ("compare", "gold=gold.json", "again=gold.jsonl", "--qrels", "{demo}/qrels.txt", "--topics", "{demo}/topics.json",
      "--out", "cmp"),
+    ("report", "gold=gold.json", "again=gold.jsonl", "--qrels", "{demo}/qrels.txt", "--topics", "{demo}/topics.json",
+     "--out", "report"),
 )
 # Runs the commands in one interpreter: each one's exit code and output, then the heavy packages it imported.
 RUN_COMMANDS = """
@@ -126,7 +128,7 @@ def test_packaged_demo_config_equals_the_top_level_one():
 
 
 def test_base_commands_import_no_heavy_package(demo_dir, tmp_path):
-    """topics, validate, convert, eval, eval-ptkb and compare, run in a fresh interpreter, import none of the
+    """topics, validate, convert, eval, eval-ptkb, compare and report, run in a fresh interpreter, import none of the
     extras' heavy packages (what lets ``pip install ikatkit`` leave them out)."""
     outcome = run_base_commands(sys.executable, demo_dir, tmp_path, {**clean_env(), "PYTHONPATH": str(ROOT / "src")})
     assert [code for _, code, _ in outcome["results"]] == [0] * len(BASE_COMMANDS), outcome["results"]
@@ -186,8 +188,8 @@ def test_built_wheel_validates_and_converts_in_a_fresh_venv(wheel, tmp_path):
 @pytest.mark.slow
 def test_base_install_from_the_index_validates_and_evaluates(wheel, demo_dir, tmp_path):
     """A fresh venv with only the base dependencies, from the package index at the versions of constraints.txt:
-    no heavy package is installed, and topics, validate, convert, eval, eval-ptkb and compare print what they print
-    in the full install."""
+    no heavy package is installed, and topics, validate, convert, eval, eval-ptkb, compare and report print what
+    they print in the full install."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
