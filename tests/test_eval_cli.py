@@ -36,6 +36,28 @@ def test_eval_command_rejects_unknown_measure_and_bad_qrels(ikat2023, tmp_path, 
     assert "qrels.txt (line 1): expected 'qid 0 docid grade'" in capsys.readouterr().err
 
 
+def test_per_query_measures_keep_the_asked_order_in_every_process(demo_dir, tmp_path):
+    """ir-measures yields a turn's measures in an order that follows string hashing; the per-query output lists
+    them in the order asked, so `eval --per-query` prints the same bytes whatever PYTHONHASHSEED is."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from runs_gold import gold_run
+
+    write_run(gold_run(load_topics(demo_dir / "topics.json")), tmp_path / "gold.json", "2023")
+    command = [sys.executable, "-m", "ikatkit.cli", "eval", "gold.json", "--qrels", str(demo_dir / "qrels.txt"),
+               "--format", "json", "--per-query"]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    outputs = [subprocess.run(command, capture_output=True, text=True, check=True, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": src, "PYTHONHASHSEED": seed}).stdout
+               for seed in ("1", "2")]
+    assert outputs[0] == outputs[1]
+    result = json.loads(outputs[0])
+    assert all(list(values) == list(result["mean"]) for values in result["per_query"].values())
+
+
 def _ptkb_run(topics) -> tuple[Run, dict[str, dict[str, float]]]:
     """A run whose PTKB provenance puts one irrelevant statement first, then the gold ones in reverse."""
     run, rankings = Run("ptkb-test", "automatic"), {}

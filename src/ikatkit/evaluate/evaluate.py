@@ -82,6 +82,7 @@ def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path, measur
                 for name, measure in items:
                     if str(measure) == str(metric.measure):
                         per_query[metric.query_id][name] = float(metric.value)
+    per_query = {q: {n: values[n] for n in names if n in values} for q, values in per_query.items()}  # asked order
     lacking = [q for q in judged if q not in per_query]
     if missing == "zero":
         for q in lacking:

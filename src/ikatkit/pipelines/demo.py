@@ -25,6 +25,11 @@ def demo_data() -> Path:
     return Path(str(files("ikatkit") / "data" / "demo"))
 
 
+def demo_config() -> Path:
+    """The demo's pipeline config as the package ships it (equal to the checkout's ``configs/demo.toml``)."""
+    return Path(str(files("ikatkit") / "data" / "configs" / "demo.toml"))
+
+
 def run_demo(config: str | Path, out: str | Path) -> int:
     """Build (or reuse) the demo index, run ``config`` on the demo topics, print and save the evaluation."""
     from ikatkit.evaluate.evaluate import evaluate
