@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ikatkit.atomic import atomic_open, write_json
+from ikatkit.digest import json_digest
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST, build_index
 from ikatkit.index.segmenters import passage_line
@@ -55,7 +56,7 @@ def partition_index(source: str | Path, out: str | Path, strategy: str, m: int, 
                   "field": field if strategy == "category" else None,
                   "pattern": pattern if strategy == "category" else None,
                   "graph_neighbours": strategies.GRAPH_NEIGHBOURS if strategy == "graph" else None}
-    fingerprint = hashlib.sha256(json.dumps([src.fingerprint(), parameters], sort_keys=True).encode()).hexdigest()
+    fingerprint = json_digest([src.fingerprint(), parameters], ascii_only=True)
     if (out / PARTITIONS).exists():
         manifest = load_manifest(out)
         if manifest["fingerprint"] != fingerprint:

@@ -24,7 +24,6 @@ configured otherwise refuses it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ikatkit.atomic import write_json
+from ikatkit.digest import json_digest
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import check_sampling
 
@@ -186,7 +186,7 @@ class RefineMemory:
                  "passages": self.passages, "sampling": self.sampling, "max_words": self.max_words,
                  "features": FEATURES, "embedding_model": self.embedding_model, "metric": self.metric,
                  "rounds": self.rounds}
-        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        return json_digest(parts, ascii_only=True)
 
     # -- candidates -------------------------------------------------------------------------------------------
     def propose(self, records: list[TurnRecord], round_: int = 0) -> list[dict[str, Any]]:

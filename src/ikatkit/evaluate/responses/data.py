@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,24 @@ def _response_json_runs(data: dict[str, Any], path: Path) -> list[ResponseRun] |
                 return None
             runs.setdefault(run_id, {})[turn] = value
     return [ResponseRun(name, responses) for name, responses in runs.items()]
+
+def read_named_response_runs(items: Sequence[str], topics: Topics | None = None) -> list[ResponseRun]:
+    """The runs of several files; ``NAME=PATH`` (:func:`ikatkit.runs.io.named_path`) renames a file holding one
+    run. Run names must be distinct."""
+    from ikatkit.runs.io import named_path
+
+    runs: list[ResponseRun] = []
+    for item in items:
+        name, path = named_path(item)
+        found = read_response_runs(path, topics)
+        if name and len(found) == 1:
+            found = [ResponseRun(name, found[0].responses, found[0].used)]
+        runs += found
+    names = [r.name for r in runs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise IkatError(f"runs named {repeated} more than once", where="RUN...", fix="name them NAME=PATH")
+    return runs
 
 
 def read_response_runs(path: str | Path, topics: Topics | None = None) -> list[ResponseRun]:
