@@ -178,7 +178,7 @@ def test_ivfpq_trained_on_float16_shards(tmp_path):
 
 
 def test_unknown_model_is_one_clear_error():
-    from ikatkit.index.encode import load_model
+    from ikatkit.models import load_sentence_transformer as load_model
 
     with pytest.raises(IkatError, match="no-such-org/no-such-model.*not available offline") as err:
         load_model("no-such-org/no-such-model")

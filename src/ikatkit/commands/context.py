@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ikatkit.errors import IkatError
+from ikatkit.models import DEFAULT_ENCODER
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cascade-check", nargs="+", choices=["context", "utterance"], default=["context"],
                    help="what the cascade scores against a group's passages: the utterance plus the group's turns "
                         "(context, the paper's) or the utterance alone; several: a row per value")
-    p.add_argument("--scorer", default="bundled:minilm", help="passage-checking / coherence model")
+    p.add_argument("--scorer", default=DEFAULT_ENCODER, help="passage-checking / coherence model")
     p.add_argument("--scorer-kind", choices=["bi-encoder", "cross-encoder", "lexical"], default="bi-encoder",
                    help="lexical: TF-IDF cosine over --index's statistics, no model (--scorer is not read)")
     p.add_argument("--k", type=int, default=1000, help="BM25 depth")

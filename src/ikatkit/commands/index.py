@@ -12,6 +12,7 @@ from ikatkit.commands import default
 from ikatkit.index.build import SEGMENTERS
 from ikatkit.index.dense import build_dense
 from ikatkit.index.encode import BACKENDS
+from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.partition.strategies import STRATEGIES
 
 
@@ -78,7 +79,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                                       "e.g. --field id --pattern '^clueweb22-(en\\d+)'")
     pt.add_argument("--format", default="auto", choices=["auto", *FORMATS])
     pt.add_argument("--splitter", default="auto", choices=SPLITTERS)
-    pt.add_argument("--model", default="bundled:minilm", help="sentence-transformers embedding model")
+    pt.add_argument("--model", default=DEFAULT_ENCODER, help="sentence-transformers embedding model")
     pt.add_argument("--threads", type=int, help="Anserini threads per partition index")
     s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
     s.add_argument("index")

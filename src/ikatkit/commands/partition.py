@@ -6,6 +6,7 @@ import argparse
 import json
 
 from ikatkit.errors import IkatError
+from ikatkit.models import DEFAULT_ENCODER
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +19,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--provenance", action="store_true",
                    help="turns the qrels lack: their response_provenance passages count as relevant (grade 2)")
     t.add_argument("--queries", choices=["raw", "manual"], default="raw", help="raw or resolved utterances")
-    t.add_argument("--model", default="bundled:minilm", help="bi-encoder for the state's cosines")
+    t.add_argument("--model", default=DEFAULT_ENCODER, help="bi-encoder for the state's cosines")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--episodes", type=int, default=20000)
     t.add_argument("--out", required=True, help="policy file (tied to these partitions' manifest)")

@@ -7,6 +7,7 @@ import argparse
 
 from ikatkit.commands import default
 from ikatkit.errors import IkatError
+from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.pipelines.stages import RankPtkb
 from ikatkit.rank.standalone import rerank_run
 from ikatkit.retrieve.bm25 import Bm25Searcher
@@ -23,9 +24,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def _ranker_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     from ikatkit.pipelines.config import RANKER_KINDS
-    from ikatkit.rank.biencoder import BiEncoder
 
-    p.add_argument("--model", default=default(BiEncoder, "model"),
+    p.add_argument("--model", default=DEFAULT_ENCODER,
                    help="ranker model: hub id, folder, or bundled:minilm")
     p.add_argument("--kind", choices=RANKER_KINDS, default=kind)
     p.add_argument("--queries", default="manual", metavar="|".join(QUERY_KINDS) + "|FILE",

@@ -235,7 +235,8 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
     actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A finished index with the same faiss spec is left as it is; another
     spec re-indexes the kept embeddings."""
-    from ikatkit.index.encode import choose_backend, compile_openvino, load_model
+    from ikatkit.index.encode import choose_backend, compile_openvino
+    from ikatkit.models import load_sentence_transformer
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -251,7 +252,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     if not work.exists() and out.exists() and any(out.iterdir()):
         raise IkatError("the output folder exists and is not a dense index", path=out, fix="choose another --out")
     source, passages = read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
-    loaded = load_model(model, device="cpu")
+    loaded = load_sentence_transformer(model, device="cpu")
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
     backend = "torch" if gpus and backend == "auto" else choose_backend(backend, loaded)
