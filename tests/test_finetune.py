@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ikatkit.finetune.data import load_passage_texts, response_examples, rewrite_examples
+from ikatkit.collection.readers import passage_texts
+from ikatkit.finetune.data import response_examples, rewrite_examples
 from ikatkit.finetune.rewrite_eval import rouge_l
 from ikatkit.finetune.train import TrainSettings, train_lora
 from ikatkit.topics import load_topics
@@ -18,7 +19,7 @@ def test_examples_from_real_training_topics(ikat2023):
     assert len(rewrites) == 95
     assert rewrites[1].messages[0]["content"].endswith("### Rewritten User Question:")
     assert rewrites[1].target == topics.turn(rewrites[1].qid).resolved_utterance
-    passages = load_passage_texts([ikat2023 / "train_provenance_passages.jsonl"])
+    passages = passage_texts([ikat2023 / "train_provenance_passages.jsonl"])
     responses = response_examples(topics, passages)
     with_provenance = [t for t in topics if t.response and t.response_provenance
                        and all(p in passages for p in t.response_provenance)]

@@ -41,12 +41,13 @@ def add(sub: argparse._SubParsersAction) -> None:
                             "max_new_tokens": args.max_new_tokens})
             print(json.dumps(evaluate_rewrites(llm, topics), indent=2))
             return 0
-        from ikatkit.finetune.data import load_passage_texts, response_examples, rewrite_examples
+        from ikatkit.collection.readers import passage_texts
+        from ikatkit.finetune.data import response_examples, rewrite_examples
         from ikatkit.finetune.train import TrainSettings, train_lora
 
         examples = rewrite_examples(topics) if args.task in ("rewrite", "both") else []
         if args.task in ("response", "both"):
-            examples += response_examples(topics, load_passage_texts(args.passages))
+            examples += response_examples(topics, passage_texts(args.passages))
         settings = TrainSettings(**{k: getattr(args, k) for k in TrainSettings.__dataclass_fields__})
         train_lora(examples, args.out, settings)
         return 0

@@ -192,10 +192,10 @@ def load_passages(paths: list[str | Path] = (), index: str | Path | None = None)
         from ikatkit.retrieve.bm25 import Bm25Searcher
 
         return Bm25Searcher(str(check_index(index))).texts
-    from ikatkit.finetune.data import load_passage_texts
+    from ikatkit.collection.readers import passage_texts
 
     for path in map(Path, paths):
         if not path.is_file():
             raise IkatError("passages file not found", path=path, fix="pass a passages JSONL, or --index")
-    texts = load_passage_texts(list(paths))
+    texts = passage_texts(paths)
     return lambda ids: {pid: texts[pid] for pid in ids if pid in texts}
