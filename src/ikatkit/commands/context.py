@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ikatkit.commands import default
 from ikatkit.errors import IkatError
+from ikatkit.evaluate.context import evaluate_context
+from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 from ikatkit.models import DEFAULT_ENCODER
+from ikatkit.pipelines.config import RANKER_KINDS
+from ikatkit.pipelines.context import CHECKS, METHODS, SelectContext
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -19,39 +24,41 @@ def add(sub: argparse._SubParsersAction) -> None:
     judged.add_argument("--provenance-qrels", action="store_true",
                         help="judge each turn's response_provenance passages relevant (topics without qrels, "
                              "e.g. the 2023 training topics for tuning thresholds)")
-    p.add_argument("--methods", nargs="+", help="of all, last, oracle, oracle_qrels, cascade, cascade_limit, "
-                                                "coherence (default: every one); all, the baseline, is always run")
+    p.add_argument("--methods", nargs="+", help=f"of {', '.join(METHODS)} (default: every one); all, the baseline, "
+                                                "is always run")
     p.add_argument("--conversations", nargs="+", help="only these conversations")
-    p.add_argument("--n", type=int, default=6, help="turns kept by last and cascade_limit (default 6)")
-    p.add_argument("--cascade-threshold", type=float, nargs="+", default=[0.5],
-                   help="cascade's joining threshold (default 0.5); several: a row per value (tuning)")
-    p.add_argument("--coherence-threshold", type=float, nargs="+", default=[0.5],
-                   help="coherence's cut threshold (default 0.5); several: a row per value (tuning)")
-    p.add_argument("--passages", type=int, default=10, help="BM25 passages per turn the cascade grounds in")
-    p.add_argument("--cascade-check", nargs="+", choices=["context", "utterance"], default=["context"],
+    p.add_argument("--n", type=int, default=default(evaluate_context, "n"),
+                   help="turns kept by last and cascade_limit (default %(default)s)")
+    threshold = [default(SelectContext, "threshold")]
+    p.add_argument("--cascade-threshold", type=float, nargs="+", default=threshold,
+                   help=f"cascade's joining threshold (default {threshold[0]}); several: a row per value (tuning)")
+    p.add_argument("--coherence-threshold", type=float, nargs="+", default=threshold,
+                   help=f"coherence's cut threshold (default {threshold[0]}); several: a row per value (tuning)")
+    p.add_argument("--passages", type=int, default=default(evaluate_context, "passages"),
+                   help="BM25 passages per turn the cascade grounds in")
+    p.add_argument("--cascade-check", nargs="+", choices=CHECKS, default=list(default(evaluate_context, "checks")),
                    help="what the cascade scores against a group's passages: the utterance plus the group's turns "
                         "(context, the paper's) or the utterance alone; several: a row per value")
     p.add_argument("--scorer", default=DEFAULT_ENCODER, help="passage-checking / coherence model")
-    p.add_argument("--scorer-kind", choices=["bi-encoder", "cross-encoder", "lexical"], default="bi-encoder",
+    p.add_argument("--scorer-kind", choices=[*RANKER_KINDS, "lexical"], default="bi-encoder",
                    help="lexical: TF-IDF cosine over --index's statistics, no model (--scorer is not read)")
-    p.add_argument("--k", type=int, default=1000, help="BM25 depth")
+    p.add_argument("--k", type=int, default=default(evaluate_context, "k"), help="BM25 depth")
     p.add_argument("--rerank", help="re-rank the top --rerank-depth with this model (kind: --rerank-kind)")
-    p.add_argument("--rerank-kind", choices=["bi-encoder", "cross-encoder"], default="bi-encoder")
-    p.add_argument("--rerank-depth", type=int, default=100)
+    p.add_argument("--rerank-kind", choices=RANKER_KINDS, default="bi-encoder")
+    p.add_argument("--rerank-depth", type=int, default=default(evaluate_context, "rerank_depth"))
     p.add_argument("--llm", help="rewrite with this LLM from each method's context instead of concatenating "
                                  "(transformers backend, e.g. bundled:smollm2)")
     p.add_argument("--max-new-tokens", type=int, default=48, help="LLM rewrite length")
-    p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
-    p.add_argument("--test", choices=["ttest", "wilcoxon", "randomization"], default="ttest")
-    p.add_argument("--correction", choices=["holm", "bonferroni", "none"], default="holm")
+    p.add_argument("--cache", help="cache folder, as for `ikatkit run`: LLM outputs go to its llm/ "
+                                   "(default $IKATKIT_CACHE or .cache/ikatkit)")
+    p.add_argument("--test", choices=TESTS, default=default(evaluate_context, "test"))
+    p.add_argument("--correction", choices=CORRECTIONS, default=default(evaluate_context, "correction"))
     p.add_argument("--out", help="also write context.md and context.json here")
 
     def run(args: argparse.Namespace) -> int:
-        from pathlib import Path
-
-        from ikatkit.evaluate.context import evaluate_context, provenance_qrels, write_evaluation
-        from ikatkit.paths import cache_root
-        from ikatkit.pipelines.context import METHODS, check_options
+        from ikatkit.evaluate.context import provenance_qrels, write_evaluation
+        from ikatkit.paths import cache_folder
+        from ikatkit.pipelines.context import SCORED_METHODS, check_options
         from ikatkit.rank import make_ranker
         from ikatkit.topics import load_topics
 
@@ -68,9 +75,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                 check_options(options, "manual")
             except IkatError as err:
                 raise IkatError(err.message, where=flag, fix=err.fix) from None
-        scored = {"cascade", "cascade_limit", "coherence"} & set(methods)
         scorer = None
-        if scored:
+        if set(SCORED_METHODS) & set(methods):
             from ikatkit.rank.lexical import TfidfCosine
 
             scorer = TfidfCosine(args.index) if args.scorer_kind == "lexical" else \
@@ -80,10 +86,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         if args.llm:
             from ikatkit.llm import make_llm
 
-            cache = Path(args.cache) if args.cache else cache_root()
             llm = make_llm({"backend": "transformers", "model": args.llm, "max_new_tokens": args.max_new_tokens,
-                            "cache_dir": str(cache / "llm")})
-        result = evaluate_context(topics, args.index, provenance_qrels(topics) if args.provenance_qrels else args.qrels,
+                            "cache_dir": str(cache_folder("llm", args.cache))})
+        qrels = provenance_qrels(topics) if args.provenance_qrels else args.qrels
+        result = evaluate_context(topics, args.index, qrels,
                                   methods=methods, n=args.n, passages=args.passages, scorer=scorer, k=args.k,
                                   checks=args.cascade_check,
                                   thresholds={"cascade": args.cascade_threshold, "coherence": args.coherence_threshold},

@@ -38,7 +38,8 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", help="Lucene index (BM25)")
     p.add_argument("--dense", help="dense index of `ikatkit index dense`; with --index: hybrid, fused by --fusion")
     p.add_argument("--fusion", choices=METHODS, default="rrf",
-                   help="hybrid: rrf, reciprocal rank fusion (k=60); weighted, min-max normalised scores weighted; interleave, round robin")
+                   help="hybrid: rrf, reciprocal rank fusion (k=60); weighted, min-max normalised scores weighted; "
+                        "interleave, round robin")
     p.add_argument("--dense-weight", type=float, default=0.5,
                    help="weighted fusion: dense's weight (BM25: 1 - it; default: equal weights)")
     p.add_argument("--topics", help="topic JSON (needed for --queries raw|manual)")
