@@ -9,7 +9,7 @@ import sys
 from ikatkit.collection.readers import FORMATS
 from ikatkit.collection.segment import SPLITTERS
 from ikatkit.commands import default
-from ikatkit.index.build import SEGMENTERS
+from ikatkit.index.build import SEGMENTERS, build_index
 from ikatkit.index.dense import build_dense
 from ikatkit.index.encode import BACKENDS
 from ikatkit.models import DEFAULT_ENCODER
@@ -37,7 +37,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "(default and at most: threads; at most one per input file)")
     b.add_argument("--splitter", default="auto", choices=SPLITTERS,
                    help="sentence splitter for ClueWeb22 records (official ids need spaCy en_core_web_sm)")
-    b.add_argument("--heap", default="4g", help="Java heap for Anserini")
+    b.add_argument("--heap", default=default(build_index, "heap"), help="Java heap for Anserini")
     d = isub.add_parser("dense",
                         help="encode a Lucene index's passages (or a collection) on Ray, index them with faiss",
                         description="Passages are read as `index build` reads them (or from a Lucene index's stored "
@@ -89,7 +89,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.index import lookup
-        from ikatkit.index.build import build_index
 
         if args.index_command == "dense":
             from tqdm import tqdm

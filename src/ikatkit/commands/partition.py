@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from ikatkit.commands import default
 from ikatkit.errors import IkatError
 from ikatkit.models import DEFAULT_ENCODER
+from ikatkit.partition.selector import train_selector
+from ikatkit.topics import QUERY_KINDS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -18,15 +21,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--qrels", help="TREC qrels of those turns")
     t.add_argument("--provenance", action="store_true",
                    help="turns the qrels lack: their response_provenance passages count as relevant (grade 2)")
-    t.add_argument("--queries", choices=["raw", "manual"], default="raw", help="raw or resolved utterances")
+    t.add_argument("--queries", choices=QUERY_KINDS, default="raw", help="raw or resolved utterances")
     t.add_argument("--model", default=DEFAULT_ENCODER, help="bi-encoder for the state's cosines")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--episodes", type=int, default=20000)
+    t.add_argument("--seed", type=int, default=default(train_selector, "seed"))
+    t.add_argument("--episodes", type=int, default=default(train_selector, "episodes"))
     t.add_argument("--out", required=True, help="policy file (tied to these partitions' manifest)")
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.evaluate.qrels import load_qrels
-        from ikatkit.partition.selector import judged_turns, train_selector
+        from ikatkit.partition.selector import judged_turns
         from ikatkit.rank import make_ranker
         from ikatkit.topics import load_topics
 
