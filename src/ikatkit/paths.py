@@ -1,7 +1,7 @@
 """Where ikatkit keeps what it computes once: ``$IKATKIT_CACHE``, default ``.cache/ikatkit``.
 
-A run's own cache folder (``run_pipeline(cache_dir=...)``, ``ikatkit run --cache``) holds for everything cached
-while it runs, Java helpers and OpenVINO models included: :func:`cache_at` scopes it, no environment is changed.
+Within :func:`cache_at` (``ikatkit run --cache DIR``) the root is another folder, for everything cached there
+(Java helpers and OpenVINO models included); no environment variable is changed.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from ikatkit.atomic import write_json, write_text
 from ikatkit.errors import IkatError
-from ikatkit.paths import cache_at, cache_root
+from ikatkit.paths import cache_root
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
 from ikatkit.pipelines.queries import pin_query_files
@@ -174,7 +174,7 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
     topics = topics if isinstance(topics, Topics) else load_topics(topics)
     config = pin_query_files(config, topics.qids)
     out = Path(out)
-    with run_lock(out), cache_at(cache_dir):  # what is cached on the way (Java, OpenVINO) follows cache_dir
+    with run_lock(out):
         return _run_locked(config, topics, out, index, cache_dir, validate, restart, max_batches)
 
 
@@ -187,7 +187,7 @@ def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path 
         import torch
 
         torch.set_num_threads(config.threads)
-    cache = cache_root()
+    cache = Path(cache_dir) if cache_dir else cache_root()
     records = records_for(topics)
     checkpoints = Checkpoints(out)
     raw_records = [r.to_json() for r in records]
