@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ikatkit.errors import IkatError
-from ikatkit.evaluate.evaluate import MISSING
+from ikatkit.evaluate.qrels import MISSING
 from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD
 from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS

@@ -16,14 +16,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ikatkit.evaluate.compare import Comparison, compare_runs
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.pipelines.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
     oracle_segments
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.topics import Topics, split_query_id
+
+if TYPE_CHECKING:
+    from ikatkit.evaluate.compare import Comparison
 
 MEASURES = ("R(rel=2)@1", "R(rel=2)@5", "R(rel=2)@10", "nDCG@3")
 SUBSETS = ("all conversations", ">= 2 oracle segments")
@@ -128,6 +130,7 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
     score with; ``reranker`` re-ranks the top ``rerank_depth``; ``llm`` rewrites the utterance from the selected
     context (the RtG rewrite prompt) instead of concatenating.
     """
+    from ikatkit.evaluate.compare import compare_runs
     from ikatkit.rank.rerank import rerank_lists
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.retrieve.search import search
