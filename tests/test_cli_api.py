@@ -124,3 +124,4 @@ def test_index_dense_checks_its_input_before_loading_a_model_or_starting_ray(tmp
     ray = __import__("sys").modules.get("ray")
     assert ray is None or not ray.is_initialized()
     assert not (tmp_path / "dense").exists()
+
