@@ -1,5 +1,5 @@
-"""From queries to ranked passage lists: the one path of the ``retrieve`` and ``fuse`` stages, ``ikatkit search``
-and the context evaluation.
+"""From queries to ranked passage lists: the one path of the ``retrieve`` stage, ``ikatkit search`` (hybrid lists
+fused by :func:`ikatkit.retrieve.fusion.fuser`, as the ``fuse`` stage fuses) and the context evaluation.
 
 A searcher is any resource with ``batch_search(queries, k)`` (:class:`~ikatkit.retrieve.bm25.Bm25Searcher`,
 :class:`~ikatkit.retrieve.dense.DenseSearcher`, a partitioned searcher, which also takes ``partitions``).
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ikatkit.retrieve.fusion import Ranking, fuser
+from ikatkit.retrieve.fusion import fuser
 
 Lists = dict[str, list[tuple[str, float]]]
 
@@ -27,12 +27,6 @@ def search(searcher: Any, queries: Mapping[str, str], k: int = 1000,
 def search_all(searchers: Sequence[Any], queries: Mapping[str, str], k: int = 1000) -> list[Lists]:
     """One :func:`search` per searcher (e.g. BM25 and dense, to fuse)."""
     return [search(searcher, queries, k) for searcher in searchers]
-
-
-def fuse(lists: Sequence[Ranking], method: str = "interleave", k: int = 1000, weights: Sequence[float] | None = None,
-         normalisation: str = "minmax") -> list[tuple[str, float]]:
-    """One fused ranking of ``lists`` (see :func:`ikatkit.retrieve.fusion.fuser`)."""
-    return fuser(method, weights, normalisation)(lists, k=k)
 
 
 def fuse_per_query(found: Sequence[Lists], method: str = "interleave", k: int = 1000,
