@@ -34,12 +34,12 @@ def main() -> None:
     from ikatkit.evaluate.responses import k_precision
     from ikatkit.evaluate.responses.data import ResponseRun
     from ikatkit.evaluate.responses.evaluate import ResponseScorers, evaluate_response_runs
-    from ikatkit.finetune.data import load_passage_texts
+    from ikatkit.collection.readers import passage_texts
     from ikatkit.topics import load_topics
 
     data = Path(args.data)
     topics = load_topics(data / "test_topics.json")
-    texts = load_passage_texts([data / "test_provenance_passages.jsonl"])
+    texts = passage_texts([data / "test_provenance_passages.jsonl"])
     lookup = lambda ids: {p: texts[p] for p in ids if p in texts}  # noqa: E731
     top = {t.qid: [p for p in t.response_provenance if p in texts][:1] for t in topics}
     # as the respond stage does it: the top passage, cut to the track's 250 words

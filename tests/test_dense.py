@@ -178,7 +178,7 @@ def test_ivfpq_trained_on_float16_shards(tmp_path):
 
 
 def test_unknown_model_is_one_clear_error():
-    from ikatkit.index.encode import load_model
+    from ikatkit.models import load_sentence_transformer as load_model
 
     with pytest.raises(IkatError, match="no-such-org/no-such-model.*not available offline") as err:
         load_model("no-such-org/no-such-model")
@@ -223,3 +223,27 @@ def test_hybrid_config_fuses_bm25_and_dense_lists(dense_index, judged, tmp_path)
         expected = {pid: 0.5 * bm25.get(pid, 0.0) + 0.5 * dense.get(pid, 0.0) for pid in {*bm25, *dense}}
         assert [pid for pid, _ in record.ranking] == sorted(expected, key=lambda p: (-expected[p], p))
         assert all(abs(s - expected[pid]) < 1e-9 for pid, s in record.ranking)
+
+
+def test_hybrid_search_command_fuses_as_the_fuse_stage(dense_index, judged, tmp_path):
+    """`ikatkit search --index --dense --fusion weighted`: per turn, 0.25 x BM25 + 0.75 x dense, each min-max
+    normalised (hand-computed from the two searchers' own lists), in the written TREC run."""
+    from ikatkit.cli import main
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.retrieve.dense import DenseSearcher
+    from ikatkit.retrieve.fusion import normalize
+    from ikatkit.topics import load_topics
+
+    out = tmp_path / "hybrid.trec"
+    assert main(["search", "--index", str(judged.index), "--dense", str(dense_index), "--topics", str(judged.topics),
+                 "--queries", "raw", "--fusion", "weighted", "--dense-weight", "0.75", "--k", "20",
+                 "--out", str(out)]) == 0
+    queries = dict(list(load_topics(judged.topics).queries("raw").items())[:5])
+    lists = [Bm25Searcher(judged.index).batch_search(queries, 20), DenseSearcher(dense_index).batch_search(queries, 20)]
+    rows = [line.split() for line in out.read_text().splitlines()]
+    for qid in queries:
+        bm25, dense = (dict(normalize([(h.docid, h.score) for h in found[qid]])) for found in lists)
+        expected = {pid: 0.25 * bm25.get(pid, 0.0) + 0.75 * dense.get(pid, 0.0) for pid in {*bm25, *dense}}
+        written = [(r[2], float(r[4])) for r in rows if r[0] == qid]
+        assert [pid for pid, _ in written] == sorted(expected, key=lambda p: (-expected[p], p))[:20]
+        assert [s for _, s in written] == pytest.approx([expected[pid] for pid, _ in written], abs=1e-4)

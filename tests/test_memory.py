@@ -163,16 +163,19 @@ def test_degenerate_candidates_fall_back_to_the_passages_and_are_counted(embedde
     assert llm.stats["calls"] == 3 + 3 + 1 and llm.stats["parse_fallbacks"] == 2  # memories twice, one raw response
 
 
-def test_selector_fit_matches_scikit_learn_ridge_and_its_file_is_tied_to_the_stage(tmp_path, embedder):
-    from sklearn.linear_model import Ridge
-
+def test_selector_fit_is_the_closed_form_ridge_and_its_file_is_tied_to_the_stage(tmp_path, embedder):
     rng = np.random.default_rng(0)
     x = rng.random((40, len(FEATURES)))
+    x[:, 0] = 0.5  # a constant feature: scale 1, weight 0
     gains = x @ np.arange(1, len(FEATURES) + 1) / 10 - 0.3 + rng.normal(0, 0.01, 40)
     selector = MemorySelector.fit(x, gains, "fp", ridge=1.0)
-    z = (x - x.mean(axis=0)) / x.std(axis=0)
-    reference = Ridge(alpha=1.0).fit(z, gains)
-    assert selector.predict(x) == pytest.approx(reference.predict(z), abs=1e-6)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = (x - x.mean(axis=0)) / scale  # the normal equations of ridge on standardized features, centred gains
+    weights = np.linalg.solve(z.T @ z + np.eye(z.shape[1]), z.T @ (gains - gains.mean()))
+    assert selector.weights == pytest.approx(weights, abs=1e-7) and selector.weights[0] == 0
+    assert selector.bias == pytest.approx(gains.mean(), abs=1e-7)
+    assert selector.predict(x) == pytest.approx(z @ weights + gains.mean(), abs=1e-6)
 
     llm = ScriptedLLM({})
     refiner = stage(llm, embedder)

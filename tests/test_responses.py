@@ -237,10 +237,10 @@ def _official_run(topics, texts, path):
 
 def test_eval_responses_command(ikat2023, passages_jsonl, tmp_path, capsys):
     from ikatkit.cli import main
-    from ikatkit.finetune.data import load_passage_texts
+    from ikatkit.collection.readers import passage_texts
 
     topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
-    texts = load_passage_texts([passages_jsonl])
+    texts = passage_texts([passages_jsonl])
     turns = _official_run(topics, texts, tmp_path / "run.json")
     topics_file = tmp_path / "topics.json"
     data = [c for c in json.loads((ikat2023 / "test_topics.json").read_text()) if c["number"] == "9-1"]

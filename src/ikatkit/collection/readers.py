@@ -192,6 +192,26 @@ def detect_format(path: Path) -> str:
                         "passages 'doc_id', 'passage_id' and 'passage_text')")
 
 
+def passage_texts(paths: Iterable[str | Path]) -> dict[str, str]:
+    """Passage texts by id from passage JSONL files, ``{"id", "contents"}`` (``jsonl``) or the organizers'
+    ``{"doc_id", "passage_id", "passage_text"}`` (``provenance``), read by their collection readers; the first text
+    of an id wins. A line that is not a passage is an error naming its file and line."""
+    texts: dict[str, str] = {}
+    for path in map(Path, paths):
+        fmt = detect_format(path)
+        if fmt not in ("jsonl", "provenance"):
+            raise IkatError(f"expected passage JSON lines, found {fmt}", path=path,
+                            fix='lines like {"doc_id", "passage_id", "passage_text"} or {"id", "contents"}')
+        stats = ReadStats()
+        for passage in READERS[fmt](path, stats, rule_splitter):
+            texts.setdefault(passage.id, passage.contents)
+        if stats.problems:
+            where, _, reason = stats.problems[0].removeprefix(f"{path}:").partition(": ")
+            raise IkatError(f"{reason} ({stats.skipped} such lines)", path=path, where=f"line {where}",
+                            fix='lines like {"doc_id", "passage_id", "passage_text"} or {"id", "contents"}')
+    return texts
+
+
 def input_files(inputs: Iterable[str | Path]) -> list[Path]:
     """Files named, and the record files inside folders named, sorted for a stable order."""
     files: list[Path] = []

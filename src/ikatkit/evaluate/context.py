@@ -16,14 +16,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ikatkit.evaluate.compare import Comparison, compare_runs
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.pipelines.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
     oracle_segments
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.topics import Topics, split_query_id
+
+if TYPE_CHECKING:
+    from ikatkit.evaluate.compare import Comparison
 
 MEASURES = ("R(rel=2)@1", "R(rel=2)@5", "R(rel=2)@10", "nDCG@3")
 SUBSETS = ("all conversations", ">= 2 oracle segments")
@@ -128,7 +130,10 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
     score with; ``reranker`` re-ranks the top ``rerank_depth``; ``llm`` rewrites the utterance from the selected
     context (the RtG rewrite prompt) instead of concatenating.
     """
+    from ikatkit.evaluate.compare import compare_runs
+    from ikatkit.rank.rerank import rerank_lists
     from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.retrieve.search import search
 
     qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
     thresholds = {"cascade": [0.5], "coherence": [0.5], **(thresholds or {})}
@@ -161,11 +166,12 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
             guarded[name] = {reason: reasons.count(reason) for reason in sorted(set(reasons))}
         else:
             queries = {r.qid: context_query(r) for r in records}
-        hits = searcher.batch_search(queries, k)
-        rankings[name] = {qid: {h.docid: h.score for h in found} for qid, found in hits.items()}
+        found = search(searcher, queries, k)  # the retrieve and rerank stages' functions
+        rankings[name] = {qid: dict(hits) for qid, hits in found.items()}
         if reranker is not None:
-            lists = {qid: searcher.texts([h.docid for h in found[:rerank_depth]]) for qid, found in hits.items()}
-            rankings[name] = {qid: dict(reranker.rank(queries[qid], texts)) for qid, texts in lists.items()}
+            tops = {qid: [pid for pid, _ in hits[:rerank_depth]] for qid, hits in found.items()}
+            rankings[name] = {qid: dict(rerank_lists(reranker, {qid: (queries[qid], ids)}, searcher.texts(ids))[qid])
+                              for qid, ids in tops.items()}
     segmented = [c.id for c in topics.conversations
                  if oracle_segments([t.response_provenance for t in c.turns]) >= 2]
     conversations = {SUBSETS[0]: [c.id for c in topics.conversations], SUBSETS[1]: segmented}

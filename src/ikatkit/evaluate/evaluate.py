@@ -55,7 +55,6 @@ def rankings_of(run: Run | Rankings | str | Path) -> Rankings:
 
     return read_run(run).trec_ranking()
 
-
 def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path, measures: list[str] | tuple[str, ...] | None = None,
              missing: str = "skip") -> EvalResult:
     """Evaluate over the judged turns the run answers (as trec_eval does); ``missing="zero"`` also counts the

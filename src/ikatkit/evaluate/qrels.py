@@ -11,6 +11,8 @@ log = logging.getLogger(__name__)
 
 Qrels = dict[str, dict[str, int]]
 
+MISSING = ("skip", "zero")  # judged turns a run lacks: left out (as trec_eval) or scored 0
+
 
 def load_qrels(path: str | Path) -> Qrels:
     """``{qid: {docid: grade}}``; passage qrels and PTKB qrels (docid = PTKB key) alike.

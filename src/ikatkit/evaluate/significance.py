@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 TESTS = ("ttest", "wilcoxon", "randomization")
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -19,6 +18,8 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "ttest", per
     diff = y - x
     if len(diff) < 2 or not np.any(diff):
         return math.nan
+    from scipy import stats  # here: it takes a second to import, and `ikatkit --help` reads TESTS
+
     if test == "ttest":
         return float(stats.ttest_rel(y, x).pvalue)
     if test == "wilcoxon":

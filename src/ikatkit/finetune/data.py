@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from ikatkit import jsonl
-from ikatkit.errors import IkatError
 from ikatkit.llm.prompts import render
 from ikatkit.topics import Topics
 
@@ -17,22 +14,6 @@ class Example:
     task: str
     messages: list[dict[str, str]]
     target: str
-
-
-def load_passage_texts(paths: list[str | Path]) -> dict[str, str]:
-    """Passage texts by id from ``{"doc_id","passage_id","passage_text"}`` or ``{"id","contents"}`` JSON lines."""
-    texts: dict[str, str] = {}
-    for path in map(Path, paths):
-        with open(path, encoding="utf-8") as handle:
-            for number, record in jsonl.records(handle):
-                try:
-                    pid = record["id"] if "id" in record else f"{record['doc_id']}:{record['passage_id']}"
-                    texts.setdefault(pid, record.get("contents", record.get("passage_text", "")))
-                except (TypeError, KeyError):
-                    raise IkatError("expected a passage record", path=path, where=f"line {number}",
-                                    fix='lines like {"doc_id", "passage_id", "passage_text"} or '
-                                        '{"id", "contents"}') from None
-    return texts
 
 
 def rewrite_examples(topics: Topics) -> list[Example]:

@@ -1,35 +1,16 @@
-"""Rewrite quality against the topics' resolved utterances: ROUGE-L F1 (word LCS) and exact match."""
+"""Rewrite quality against the topics' resolved utterances: ROUGE-L F1 and exact match, with the scorers of
+``ikatkit eval-responses`` (rouge-score, stemmed; its tokenizer), so both commands give one ROUGE-L."""
 
 from __future__ import annotations
 
-import re
-
+from ikatkit.evaluate.responses.scorers import rouge, tokenize
 from ikatkit.llm.parse import parse_rewrite
 from ikatkit.topics import Topics
 
-_WORD = re.compile(r"\w+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
 
 def rouge_l(candidate: str, reference: str) -> float:
-    """ROUGE-L F1 over lower-cased word tokens."""
-    a, b = _words(candidate), _words(reference)
-    if not a or not b:
-        return 0.0
-    previous = [0] * (len(b) + 1)
-    for x in a:
-        current = [0]
-        for j, y in enumerate(b, start=1):
-            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
-        previous = current
-    lcs = previous[-1]
-    if lcs == 0:
-        return 0.0
-    precision, recall = lcs / len(a), lcs / len(b)
-    return 2 * precision * recall / (precision + recall)
+    """ROUGE-L F1 of ``candidate`` against ``reference``, as the ``ROUGE-L`` response measure computes it."""
+    return rouge([candidate], [reference], types=("rougeL",))["rougeL_f"][0]
 
 
 def evaluate_rewrites(llm, topics: Topics) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -39,6 +20,7 @@ def evaluate_rewrites(llm, topics: Topics) -> dict[str, float]:  # type: ignore[
     examples = rewrite_examples(topics)
     outputs = llm.chat([e.messages for e in examples])
     rewrites = [parse_rewrite(o) or topics.turn(e.qid).utterance for e, o in zip(examples, outputs)]
-    scores = [rouge_l(r, e.target) for r, e in zip(rewrites, examples)]
-    exact = [" ".join(_words(r)) == " ".join(_words(e.target)) for r, e in zip(rewrites, examples)]
+    targets = [e.target for e in examples]
+    scores = rouge(rewrites, targets, types=("rougeL",))["rougeL_f"]
+    exact = [tokenize(r) == tokenize(t) for r, t in zip(rewrites, targets)]
     return {"turns": len(examples), "rouge_l": sum(scores) / len(scores), "exact_match": sum(exact) / len(exact)}

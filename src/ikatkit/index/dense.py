@@ -235,7 +235,8 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
     actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A finished index with the same faiss spec is left as it is; another
     spec re-indexes the kept embeddings."""
-    from ikatkit.index.encode import choose_backend, compile_openvino, load_model
+    from ikatkit.index.encode import choose_backend, compile_openvino
+    from ikatkit.models import load_sentence_transformer
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -247,21 +248,21 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
             raise IkatError("this folder holds another kind of index", path=out, fix="choose another --out")
         if faiss_spec in ("auto", manifest["faiss"]):
             return manifest
-    loaded = load_model(model, device="cpu")
-    source, passages = read_source(inputs, fmt, splitter)
+    work = out / "work.json"
+    if not work.exists() and out.exists() and any(out.iterdir()):
+        raise IkatError("the output folder exists and is not a dense index", path=out, fix="choose another --out")
+    source, passages = read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
+    loaded = load_sentence_transformer(model, device="cpu")
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
     backend = "torch" if gpus and backend == "auto" else choose_backend(backend, loaded)
     fingerprint = {"source": source, "model": model, "backend": backend, "shard_size": shard_size,
                    "max_seq_length": loaded.max_seq_length, "normalisation": NORMALISATION,
                    "versions": {name: metadata.version(name) for name in ("sentence-transformers", "torch")}}
-    work = out / "work.json"
     if work.exists() and json.loads(work.read_text(encoding="utf-8")) != fingerprint:
         raise IkatError("an unfinished dense index here was started from other inputs or settings", path=out,
                         fix="run it again with the same inputs and options, or remove the folder")
     if not work.exists():
-        if out.exists() and any(out.iterdir()):
-            raise IkatError("the output folder exists and is not a dense index", path=out, fix="choose another --out")
         write_json(work, fingerprint)
     sizes = write_texts(passages, out / "texts", shard_size)
     dimension = int(loaded.get_embedding_dimension())

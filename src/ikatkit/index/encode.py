@@ -15,28 +15,13 @@ from typing import Any
 import numpy as np
 
 from ikatkit.errors import IkatError
-from ikatkit.models import resolve_model
+from ikatkit.models import load_sentence_transformer
 from ikatkit.openvino_export import compile_ir, export_ir, ir_folder, positional
 
 BACKENDS = ("auto", "torch", "openvino")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 PROBE = ["a short query", "a longer passage about vegetarian protein sources for a marathon runner's diet, "
          "with lentils, tofu and beans", "x"]
-
-
-def load_model(name: str, device: str | None = None) -> Any:
-    """The sentence-transformers model ``name`` (``bundled:minilm``, a folder or a hub id), offline; one clear
-    error naming it when it cannot be loaded without the network."""
-    from sentence_transformers import SentenceTransformer
-
-    path = resolve_model(name)
-    try:
-        return SentenceTransformer(path, device=device, local_files_only=True)
-    except (OSError, ValueError) as err:
-        raise IkatError(f"model {name!r} is not available offline ({type(err).__name__}: {str(err)[:200]})",
-                        fix=f"download it once where the network is allowed (`hf download {name}`, into the "
-                            "Hugging Face cache ikatkit reads with HF_HUB_OFFLINE=1), pass a local model folder, "
-                            "or use bundled:minilm") from None
 
 
 def pooling_of(model: Any) -> str | None:
@@ -110,7 +95,7 @@ class Encoder:
 
     def __init__(self, model: str, backend: str = "torch", threads: int | None = None,
                  device: str | None = None) -> None:
-        self.model = load_model(model, device)
+        self.model = load_sentence_transformer(model, device)
         self.backend = backend
         self.dimension = int(self.model.get_embedding_dimension())
         self._infer = None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import hashlib
 import multiprocessing
 import os
 import signal
@@ -29,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ikatkit.collection.readers import ReadStats, read_passages
 from ikatkit.collection.segment import splitter as make_splitter
+from ikatkit.digest import file_digest
 from ikatkit.errors import IkatError
 from ikatkit.index.dupes import IdHashes
 
@@ -89,11 +89,8 @@ def passage_line(pid: str, contents: str) -> bytes:
 
 
 def file_sha256(path: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return path.stat().st_size, digest.hexdigest()
+    """A file's size and sha256."""
+    return path.stat().st_size, file_digest(path)
 
 
 def _segment(task: Task, worker: int, workers: int, counts: ctypes.Array[ctypes.c_longlong],

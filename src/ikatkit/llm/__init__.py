@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import json
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
@@ -29,6 +32,21 @@ def _options(cls: type[LLM]) -> set[str]:
         names |= {p.name for p in inspect.signature(klass.__init__).parameters.values()
                   if p.kind == p.KEYWORD_ONLY}
     return names
+
+def read_llm_config(path: str | Path) -> dict[str, Any]:
+    """An llm resource's options (backend, model, base_url ...) from a JSON file or a TOML file (top level or an
+    ``[llm]`` table), e.g. the judge LLM of response evaluation."""
+    path = Path(path)
+    if not path.is_file():
+        raise IkatError("LLM config not found", path=path, fix="pass a TOML or JSON file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            return dict(json.loads(text))
+        data = tomllib.loads(text)
+        return dict(data.get("llm", data))
+    except (ValueError, TypeError) as err:
+        raise IkatError(f"cannot read the LLM config: {err}", path=path, fix="TOML (backend, model, ...) or JSON") from None
 
 
 def backend_options(backend: str) -> set[str]:

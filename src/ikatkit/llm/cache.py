@@ -3,17 +3,17 @@ and concurrent writers: the last complete write wins and a reader never sees hal
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from ikatkit.atomic import write_json
+from ikatkit.digest import json_digest
 
 
 def cache_key(**parts: Any) -> str:
     """sha256 of the canonical JSON of everything that determines an output."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return json_digest(parts)
 
 
 class DiskCache:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from datetime import datetime, timezone
@@ -23,6 +22,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ikatkit.atomic import atomic_open, write_json
+from ikatkit.digest import json_digest
+from ikatkit.models import DEFAULT_ENCODER, load_sentence_transformer
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST, build_index
 from ikatkit.index.segmenters import passage_line
@@ -31,7 +32,7 @@ from ikatkit.partition.source import Categories, Source
 from ikatkit.paths import cache_root
 
 PARTITIONS = "partitions.json"
-DEFAULT_MODEL = "bundled:minilm"
+DEFAULT_MODEL = DEFAULT_ENCODER
 BATCH = 256
 
 
@@ -55,7 +56,7 @@ def partition_index(source: str | Path, out: str | Path, strategy: str, m: int, 
                   "field": field if strategy == "category" else None,
                   "pattern": pattern if strategy == "category" else None,
                   "graph_neighbours": strategies.GRAPH_NEIGHBOURS if strategy == "graph" else None}
-    fingerprint = hashlib.sha256(json.dumps([src.fingerprint(), parameters], sort_keys=True).encode()).hexdigest()
+    fingerprint = json_digest([src.fingerprint(), parameters], ascii_only=True)
     if (out / PARTITIONS).exists():
         manifest = load_manifest(out)
         if manifest["fingerprint"] != fingerprint:
@@ -136,7 +137,7 @@ def _first_pass(src: Source, model: str, categories: Categories | None
     vectors = embeddings_cache(src, model)
     if vectors.exists():
         return np.load(vectors), np.zeros(0, dtype=np.int64), []
-    encoder = _encoder(model)
+    encoder = load_sentence_transformer(model, device="cpu")
     batches: list[np.ndarray] = []
     batch: list[str] = []
     for record in tqdm(src.records(), desc="passages", unit="psg"):
@@ -158,15 +159,6 @@ def embeddings_cache(src: Source, model: str) -> Path:
     """Where the embeddings of ``src``'s passages (in its order) by ``model`` are kept once computed."""
     key = hashlib.sha256(f"{src.fingerprint()}\0{model}".encode()).hexdigest()[:24]
     return cache_root() / "partition" / f"{key}.npy"
-
-
-def _encoder(model: str):  # type: ignore[no-untyped-def]
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
-
-    from ikatkit.models import resolve_model
-
-    return SentenceTransformer(resolve_model(model), device="cpu")
 
 
 def _embed(encoder: Any, texts: list[str]) -> np.ndarray:

@@ -24,7 +24,6 @@ configured otherwise refuses it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ikatkit.atomic import write_json
+from ikatkit.digest import json_digest
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import check_sampling
 from ikatkit.pipelines.base import Stage
@@ -78,7 +78,8 @@ def delta(metric: str, responses: Sequence[str], references: Sequence[str]) -> l
 
 @dataclass
 class MemorySelector:
-    """Ridge regression of a candidate's gain on its standardized features; tied to one fingerprint."""
+    """Ridge regression (scikit-learn's) of a candidate's gain on its standardized features; tied to one
+    fingerprint. Kept as plain numbers (weights, bias, the features' mean and scale), so a file reads back alone."""
 
     weights: list[float]
     bias: float
@@ -93,13 +94,13 @@ class MemorySelector:
         if len(x) < 2:
             raise IkatError(f"{len(x)} usable candidate(s) to learn from", where="train-refiner",
                             fix="train on more turns (turns with a canonical response and retrieved passages)")
-        mean, scale = x.mean(axis=0), x.std(axis=0)
-        scale[scale == 0] = 1.0
-        z = (x - mean) / scale
-        target = gains - gains.mean()
-        weights = np.linalg.solve(z.T @ z + ridge * np.eye(z.shape[1]), z.T @ target)
-        return cls([round(float(w), 8) for w in weights], round(float(gains.mean()), 8),
-                   [float(m) for m in mean], [float(s) for s in scale], fingerprint, meta or {})
+        from sklearn.linear_model import Ridge
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler().fit(x)  # population std; a constant feature keeps scale 1
+        model = Ridge(alpha=ridge).fit(scaler.transform(x), gains)
+        return cls([round(float(w), 8) for w in model.coef_], round(float(model.intercept_), 8),
+                   [float(m) for m in scaler.mean_], [float(s) for s in scaler.scale_], fingerprint, meta or {})
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return ((x - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.weights) + self.bias
@@ -188,7 +189,7 @@ class RefineMemory(Stage):
                  "passages": self.passages, "sampling": self.sampling, "max_words": self.max_words,
                  "features": FEATURES, "embedding_model": self.embedding_model, "metric": self.metric,
                  "rounds": self.rounds}
-        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        return json_digest(parts, ascii_only=True)
 
     # -- candidates -------------------------------------------------------------------------------------------
     def propose(self, records: list[TurnRecord], round_: int = 0) -> list[dict[str, Any]]:

@@ -8,20 +8,18 @@ server; LoRA adapters by their content.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from ikatkit import __version__
-from ikatkit.digest import tree_digest
+from ikatkit.digest import json_digest, tree_digest
 from ikatkit.models import resolve_model
 
 
 def _sha(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    return json_digest(data)[:16]
 
 
 def prompts_digest() -> str:

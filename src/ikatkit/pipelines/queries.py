@@ -8,10 +8,10 @@ fingerprint changes when the file does.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from pathlib import Path
 from typing import Any
 
+from ikatkit.digest import file_digest as file_sha256  # the name FileQuery and pin_query_files use
 from ikatkit.errors import IkatError
 
 QUERY_STAGES = ("raw_query", "manual_query", "rewrite")
@@ -50,10 +50,6 @@ def queries_for(kind: str, topics: str | Path | None) -> dict[str, str]:
                             fix="pass --topics FILE, or --queries with a file of 'qid<TAB>text' lines")
         return load_topics(topics).queries(kind)
     return read_queries(kind)
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def use_query_file(config: Any, path: str | Path) -> Any:

@@ -18,7 +18,7 @@ from ikatkit.pipelines.base import (Placement, Stage, candidate_key, chat, check
                                     prompt_context, query_of, reject, top_text)
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.pipelines.registry import STAGES, register  # noqa: F401  (STAGES: importable here as before)
-from ikatkit.rank.base import rank_ptkb
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, rank_ptkb
 
 
 @register
@@ -130,7 +130,8 @@ class RankPtkb(Stage):
     ordered = ("query", "context_ids")
     provides = ("ptkb",)
 
-    def __init__(self, ranker: Any, k: int = 3, history_turns: int = 0, history_weight: float = 0.8) -> None:
+    def __init__(self, ranker: Any, k: int = 3, history_turns: int = 0,
+                 history_weight: float = PTKB_HISTORY_WEIGHT) -> None:
         self.ranker, self.k, self.history_turns, self.history_weight = ranker, k, history_turns, history_weight
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
@@ -233,17 +234,17 @@ class Retrieve(Stage):
 
     def _search(self, records: list[TurnRecord], searches: dict[tuple[str, int], str], retriever: str) -> None:
         """Search ``{(qid, i): query}`` in one batch (PTKB-expanded, in the turn's partitions) into candidates."""
+        from ikatkit.retrieve.search import search
+
         by_qid = {r.qid: r for r in records}
         texts, chosen = {}, {}
         for (qid, i), query in searches.items():
             suffix = " ".join(by_qid[qid].ptkb_texts()) if self.expand_ptkb else ""
             texts[f"{qid}\t{i}"] = f"{query} {suffix}".strip()
-            chosen[f"{qid}\t{i}"] = by_qid[qid].partitions
-        restrict = {"partitions": chosen} if any(chosen.values()) else {}  # after select_partition
-        hits = self.searcher.batch_search(texts, self.k, **restrict)
+            chosen[f"{qid}\t{i}"] = by_qid[qid].partitions  # after select_partition
+        found = search(self.searcher, texts, self.k, chosen)
         for (qid, i), query in searches.items():
-            by_qid[qid].candidates[candidate_key(retriever, query)] = [
-                (h.docid, float(h.score)) for h in hits[f"{qid}\t{i}"]]
+            by_qid[qid].candidates[candidate_key(retriever, query)] = found[f"{qid}\t{i}"]
 
 
 @register
@@ -259,18 +260,12 @@ class Rerank(Stage):
         self.ranker, self.texts, self.k = ranker, searcher.texts, k
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        from ikatkit.rank.rerank import rerank_lists
+
         for record in records:
-            ids = sorted({pid for hits in record.candidates.values() for pid, _ in hits})
-            texts = self.texts(ids)
-            queries = {query_of(key) for key in record.candidates}
-            lists = {q: {pid: texts.get(pid, "") for key, hits in record.candidates.items() if query_of(key) == q
-                         for pid, _ in hits} for q in queries}
-            ranked = self.ranker.rank_many(lists, None)
-            record.reranked = {}
-            for key, hits in record.candidates.items():
-                own = {pid for pid, _ in hits}
-                kept = [(pid, float(s)) for pid, s in ranked[query_of(key)] if pid in own]
-                record.reranked[key] = kept[: self.k] if self.k else kept
+            texts = self.texts(sorted({pid for hits in record.candidates.values() for pid, _ in hits}))
+            lists = {key: (query_of(key), [pid for pid, _ in hits]) for key, hits in record.candidates.items()}
+            record.reranked = rerank_lists(self.ranker, lists, texts, self.k)
             if len(record.reranked) == 1:
                 record.ranking = next(iter(record.reranked.values()))
         return records
@@ -287,18 +282,14 @@ class Fuse(Stage):
     ordered = ("reranked",)
     provides = ("ranking",)
 
-    METHODS = ("interleave", "rrf", "weighted")
-    NORMALISATIONS = ("minmax", "zscore")
+    from ikatkit.retrieve.fusion import METHODS, NORMALISATIONS
 
     def __init__(self, method: str = "interleave", k: int = 1000, weights: list[float] | None = None,
                  normalisation: str = "minmax") -> None:
-        from functools import partial
-
-        from ikatkit.retrieve import fusion
+        from ikatkit.retrieve.fusion import fuser
 
         self.check({"method": method, "normalisation": normalisation})
-        self.fuse = {"interleave": fusion.interleave, "rrf": fusion.rrf,
-                     "weighted": partial(fusion.weighted, weights=weights, method=normalisation)}[method]
+        self.fuse = fuser(method, weights, normalisation)
         self.k = k
 
     @classmethod

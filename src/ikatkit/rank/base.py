@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+PTKB_HISTORY_WEIGHT = 0.8  # weight of a PTKB statement's best score against earlier turns (tuned: see rank_ptkb)
+
 
 class Ranker:
     """Subclasses implement ``_score_unique``; pairs are deduplicated within a call and, with ``cache``, scores

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ikatkit.index.encode import choose_backend, compile_openvino, openvino_embed
-from ikatkit.models import resolve_model
+from ikatkit.models import load_sentence_transformer
 from ikatkit.paths import cache_root
 from ikatkit.rank.base import Ranker
 from ikatkit.rank.embedding_cache import EmbeddingCache
@@ -43,11 +43,10 @@ class BiEncoder(Ranker):
         import sentence_transformers
         import torch
         import transformers
-        from sentence_transformers import SentenceTransformer
 
         super().__init__(cache=True)  # scores are exact functions of the pair, so they are kept by content
         self.model_name = model
-        self.model = SentenceTransformer(resolve_model(model), device=device)
+        self.model = load_sentence_transformer(model, device)
         self.threads = threads if self.model.device.type == "cpu" else None
         self.backend = choose_backend(backend, self.model)
         self._infer = compile_openvino(self.model, self.threads) if self.backend == "openvino" else None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
+
+from ikatkit.digest import json_hasher
 
 
 def model_digest(network: Any, *extra: Any) -> str:
@@ -12,7 +12,7 @@ def model_digest(network: Any, *extra: Any) -> str:
     (configs, library versions)."""
     import torch
 
-    digest = hashlib.sha256(json.dumps(extra, sort_keys=True, default=str).encode())
+    digest = json_hasher(extra, ascii_only=True)
     for name, tensor in network.state_dict().items():
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ikatkit.errors import IkatError
-from ikatkit.rank.base import Ranker, rank_ptkb
-from ikatkit.runs.model import PassageRef, Response, Run, TurnResult
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, Ranker, rank_ptkb
+from ikatkit.rank.rerank import rerank_lists
+from ikatkit.runs.model import Run, ranking_run
 from ikatkit.topics import Topics
 
 
@@ -29,15 +30,15 @@ def rerank_run(run: Run, queries: dict[str, str], ranker: Ranker, texts: Callabl
     if absent:
         raise IkatError(f"{len(absent)} passages of the run have no text, e.g. {absent[:3]}", where="--index",
                         fix="pass the index the run was retrieved from")
-    turns = []
-    for turn_id, ids in tops.items():
-        ranked = ranker.rank(queries[turn_id], {pid: found[pid] for pid in ids})
-        turns.append(TurnResult(turn_id, [Response(1, "", [PassageRef(pid, score) for pid, score in ranked])]))
-    return Run(name or f"{run.run_name}-rerank", run.run_type, turns, run.year, run.team_id)
+    ranked = {turn_id: rerank_lists(ranker, {turn_id: (queries[turn_id], ids)}, found)[turn_id]  # a batch a turn
+              for turn_id, ids in tops.items()}
+    reranked = ranking_run(name or f"{run.run_name}-rerank", run.run_type, ranked)
+    reranked.year, reranked.team_id = run.year, run.team_id
+    return reranked
 
 
 def rank_topics_ptkb(topics: Topics, queries: dict[str, str], ranker: Ranker, k: int | None = None,
-                     history_turns: int = 0, history_weight: float = 0.3,
+                     history_turns: int = 0, history_weight: float = PTKB_HISTORY_WEIGHT,
                      history: dict[str, str] | None = None) -> dict[str, list[tuple[str, float]]]:
     """``{qid: [(ptkb key, score), ...]}``: each turn's conversation PTKB ranked against its query with
     :func:`rank_ptkb`; the history is the previous ``history_turns`` turns' texts in ``history`` (default: the

@@ -10,9 +10,14 @@ ties by id, as trec_eval reads runs), and it would bring numba's JIT compilation
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from ikatkit.errors import IkatError
 
 Ranking = Sequence[tuple[str, float]]
+METHODS = ("interleave", "rrf", "weighted")
+NORMALISATIONS = ("minmax", "zscore")
 
 
 def interleave(lists: Sequence[Ranking], k: int = 1000) -> list[tuple[str, float]]:
@@ -56,8 +61,6 @@ def weighted(lists: Sequence[Ranking], k: int = 1000, weights: Sequence[float] |
     nothing from it); equal weights by default; ties broken by id. E.g. BM25 with dense (hybrid retrieval)."""
     weights = list(weights) if weights is not None else [1.0] * len(lists)
     if len(weights) != len(lists):
-        from ikatkit.errors import IkatError
-
         raise IkatError(f"{len(weights)} fusion weights for {len(lists)} candidate lists", where="fuse.weights",
                         fix="give one weight per retrieve stage (and per generated query), in stage order")
     scores: dict[str, float] = {}
@@ -65,3 +68,16 @@ def weighted(lists: Sequence[Ranking], k: int = 1000, weights: Sequence[float] |
         for pid, score in normalize(ranking, method):
             scores[pid] = scores.get(pid, 0.0) + weight * score
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def fuser(method: str = "interleave", weights: Sequence[float] | None = None,
+          normalisation: str = "minmax") -> Callable[..., list[tuple[str, float]]]:
+    """The fusion ``f(lists, k=...)`` of ``method`` (one of :data:`METHODS`); ``weights`` and ``normalisation`` (one
+    of :data:`NORMALISATIONS`) are those of ``weighted``."""
+    if method not in METHODS:
+        raise IkatError(f"unknown fusion method {method!r}", where="fusion", fix=f"use one of {METHODS}")
+    if normalisation not in NORMALISATIONS:
+        raise IkatError(f"unknown normalisation {normalisation!r}", where="fusion", fix=f"use one of {NORMALISATIONS}")
+    if method == "weighted":
+        return partial(weighted, weights=weights, method=normalisation)
+    return {"interleave": interleave, "rrf": rrf}[method]

@@ -221,6 +221,15 @@ def _ptkb_key(topics: Topics | None, qid: str, text: str) -> str:
 
 # ---------------------------------------------------------------- writing
 
+def named_path(item: str) -> tuple[str | None, str]:
+    """``NAME=PATH`` (a run named on the command line) as ``(NAME, PATH)``; a plain path, or an existing file whose
+    name holds ``=``, as ``(None, PATH)``. The one parser of ``NAME=PATH`` arguments."""
+    if "=" not in item or Path(item).exists():
+        return None, item
+    name, path = item.split("=", 1)
+    return name, path
+
+
 def write_run(run: Run, path: str | Path, fmt: str, *, topics: Topics | None = None) -> None:
     """Write ``run`` atomically in ``fmt`` (2023, 2024, 2025 or trec).
 

@@ -74,6 +74,12 @@ class Run:
         return {t.turn_id: dict(t.ranking()) for t in self.turns}
 
 
+def ranking_run(name: str, run_type: str, rankings: dict[str, list[tuple[str, float]]]) -> Run:
+    """A run of one response per turn whose provenance is the turn's ranking ``[(id, score), ...]`` (a TREC run)."""
+    return Run(name, run_type, [TurnResult(qid, [Response(1, "", [PassageRef(pid, float(score)) for pid, score in
+                                                                     ranked])]) for qid, ranked in rankings.items()])
+
+
 def strictly_decreasing(ranking: list[tuple[str, float]]) -> list[tuple[str, float]]:
     """The ranking with strictly decreasing scores, its order kept: a score that ties or exceeds the one above
     is lowered to the next float32 below it (the organizers read scores as float32; trec_eval re-sorts ties by

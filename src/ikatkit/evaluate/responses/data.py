@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,24 @@ def _response_json_runs(data: dict[str, Any], path: Path) -> list[ResponseRun] |
                 return None
             runs.setdefault(run_id, {})[turn] = value
     return [ResponseRun(name, responses) for name, responses in runs.items()]
+
+def read_named_response_runs(items: Sequence[str], topics: Topics | None = None) -> list[ResponseRun]:
+    """The runs of several files; ``NAME=PATH`` (:func:`ikatkit.runs.io.named_path`) renames a file holding one
+    run. Run names must be distinct."""
+    from ikatkit.runs.io import named_path
+
+    runs: list[ResponseRun] = []
+    for item in items:
+        name, path = named_path(item)
+        found = read_response_runs(path, topics)
+        if name and len(found) == 1:
+            found = [ResponseRun(name, found[0].responses, found[0].used)]
+        runs += found
+    names = [r.name for r in runs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise IkatError(f"runs named {repeated} more than once", where="RUN...", fix="name them NAME=PATH")
+    return runs
 
 
 def read_response_runs(path: str | Path, topics: Topics | None = None) -> list[ResponseRun]:
@@ -173,10 +192,10 @@ def load_passages(paths: list[str | Path] = (), index: str | Path | None = None)
         from ikatkit.retrieve.bm25 import Bm25Searcher
 
         return Bm25Searcher(str(check_index(index))).texts
-    from ikatkit.finetune.data import load_passage_texts
+    from ikatkit.collection.readers import passage_texts
 
     for path in map(Path, paths):
         if not path.is_file():
             raise IkatError("passages file not found", path=path, fix="pass a passages JSONL, or --index")
-    texts = load_passage_texts(list(paths))
+    texts = passage_texts(paths)
     return lambda ids: {pid: texts[pid] for pid in ids if pid in texts}

@@ -26,11 +26,11 @@ import numpy as np
 
 from ikatkit.collection.segment import rule_splitter
 from ikatkit.errors import IkatError
-from ikatkit.models import resolve_model
+from ikatkit.models import DEFAULT_ENCODER, resolve_model
 
 Scores = dict[str, list[float]]
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
-DEFAULT_MODEL = "bundled:minilm"
+DEFAULT_MODEL = DEFAULT_ENCODER
 
 
 def _check_lengths(responses: Sequence[str], others: Sequence[Any], what: str) -> None:

@@ -1,0 +1,229 @@
+"""``ikatkit eval``, ``eval-ptkb``, ``eval-responses``, ``compare`` and ``report``: evaluation of runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ikatkit.errors import IkatError
+from ikatkit.evaluate.qrels import MISSING
+from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD
+from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
+from ikatkit.evaluate.significance import CORRECTIONS, TESTS
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_eval(sub)
+    _add_eval_responses(sub)
+    _add_compare(sub)
+
+
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    for name, help_text in (("eval", "evaluate a run's passage ranking against qrels (ir-measures)"),
+                            ("eval-ptkb", "evaluate a run's PTKB provenance ranking against PTKB qrels")):
+        p = sub.add_parser(name, help=help_text)
+        scores = "{qid: {ptkb_key: score}}" if name == "eval-ptkb" else "{qid: {docid: score}}"
+        p.add_argument("run", help=f"official JSON/JSONL run, TREC run, or {scores} JSON")
+        p.add_argument("--qrels", required=True, help="TREC qrels (PTKB qrels for eval-ptkb)")
+        p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures)")
+        p.add_argument("--per-query", action="store_true", help="also print per-query values")
+        p.add_argument("--missing", choices=MISSING, default=MISSING[0],
+                       help="judged turns the run lacks: left out (as trec_eval) or counted as 0")
+        p.add_argument("--format", choices=["tsv", "json"], default="tsv",
+                       help="tsv: 'measure<TAB>all<TAB>value' lines (with --per-query also one line per turn: "
+                            "'measure<TAB>qid<TAB>value'); json: {mean, evaluated, missing[, per_query]}")
+        p.add_argument("--out", help="write the result here instead of standard output")
+        if name == "eval-ptkb":
+            p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
+        p.set_defaults(func=_run_eval, ptkb=name == "eval-ptkb")
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from ikatkit.atomic import write_text
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.ptkb import evaluate_ptkb
+
+    if args.ptkb:
+        from ikatkit.runs.io import load_records, read_run
+        from ikatkit.topics import load_topics
+
+        topics = load_topics(args.topics) if args.topics else None
+        run = read_run(args.run, topics=topics)
+        if load_records(args.run)[0] == "dict":  # {qid: {ptkb_key: score}}: the keys are PTKB keys
+            run = {t.turn_id: dict(t.ranking()) for t in run.turns}
+        result = evaluate_ptkb(run, args.qrels, args.measures, missing=args.missing)
+    else:
+        result = evaluate(args.run, args.qrels, args.measures, missing=args.missing)
+    text = (json.dumps(result.to_json(args.per_query), indent=2) + "\n" if args.format == "json"
+            else result.to_tsv(args.per_query))
+    if args.out:
+        write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    print(f"{len(result.evaluated)} judged turns evaluated, {len(result.missing)} judged turns missing from the run",
+          file=sys.stderr)
+    return 0
+
+
+def _add_response_inputs(p: argparse.ArgumentParser) -> None:
+    """The inputs of response measures, shared by eval-responses, compare and report."""
+    p.add_argument("--references", help="reference responses: {turn: text}, the 2024 gold-response JSON or topics "
+                                        "(default: the topics' canonical responses)")
+    p.add_argument("--nuggets", help="gold-nugget JSON {turn: {\"[i]\": {\"text\", \"relevance\"}}}, or a "
+                                     "gold-response JSON (the atomic nuggets each response lists, ungraded)")
+    grounding = p.add_mutually_exclusive_group()
+    grounding.add_argument("--passages", help="passage texts (JSONL) of the responses' used passages")
+    grounding.add_argument("--index", help="... or the Lucene index to look them up in")
+    p.add_argument("--matcher", choices=["embedding", "llm"], default="embedding",
+                   help="nugget matcher: MiniLM cosine (default) or an LLM judge (--llm-config)")
+    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                   help="cosine threshold of the embedding nugget matcher (default %(default)s, tuned: "
+                        "bench/tune_nugget_threshold.py)")
+    p.add_argument("--llm-config",
+                   help="TOML or JSON of the judge LLM, as an llm resource: backend, model, base_url ...")
+    p.add_argument("--bertscore-model", default=DEFAULT_MODEL, help="BERTScore model (hub id, folder or bundled:*)")
+    p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
+    p.add_argument("--cache", help="cache folder, as for `ikatkit run`: the judge's outputs go to its llm/ "
+                                   "(default: $IKATKIT_CACHE, else .cache/ikatkit "
+                                   "in a checkout, else ~/.cache/ikatkit)")
+
+
+def _response_options(args: argparse.Namespace) -> dict:
+    """evaluate_response_runs keyword arguments from the shared response options."""
+    from ikatkit.evaluate.responses.evaluate import ResponseScorers
+    from ikatkit.evaluate.responses.nuggets import LlmMatcher
+    from ikatkit.topics import load_topics
+
+    scorers = ResponseScorers(bert_model=args.bertscore_model, bert_layer=args.bertscore_layer,
+                              nugget_threshold=args.threshold)
+    if args.matcher == "llm":
+        if not args.llm_config:
+            raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
+                            fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
+        from ikatkit.llm import make_llm, read_llm_config
+        from ikatkit.paths import cache_folder
+
+        config = read_llm_config(args.llm_config)
+        config.setdefault("cache_dir", str(cache_folder("llm", args.cache)))  # where a run's LLM outputs go
+        scorers.matcher = LlmMatcher(make_llm(config))
+    return {"topics": load_topics(args.topics) if args.topics else None, "references": args.references,
+            "nuggets": args.nuggets, "passages": args.passages, "index": args.index, "scorers": scorers}
+
+
+def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval-responses", help="evaluate runs' responses: reference, grounding and nugget measures")
+    p.add_argument("runs", nargs="+", help="runs in any supported format, or the 2024 participant-/gold-response "
+                                           "JSON (one run per run id); NAME=PATH names a single run")
+    p.add_argument("--topics", help="topics: the turns that exist and their canonical responses (references)")
+    _add_response_inputs(p)
+    p.add_argument("--measures", nargs="+", 
+                   help="response measures (default: all the given inputs allow); see docs/evaluation.md")
+    p.add_argument("--per-query", action="store_true", help="also print per-turn values")
+    p.add_argument("--missing", choices=MISSING, default=MISSING[0],
+                   help="turns with a reference or nuggets the run lacks: listed, or scored as an empty response")
+    p.add_argument("--format", choices=["tsv", "json"], default="tsv")
+    p.add_argument("--out", help="write the result here instead of standard output")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.atomic import write_text
+        from ikatkit.evaluate.responses.data import read_named_response_runs
+        from ikatkit.evaluate.responses.evaluate import evaluate_response_runs
+
+        options = _response_options(args)
+        runs = read_named_response_runs(args.runs, options["topics"])
+        results = evaluate_response_runs(runs, measures=args.measures, missing=args.missing, **options)
+        if args.format == "json":
+            text = json.dumps({name: r.to_json(args.per_query) for name, r in results.items()}, indent=2) + "\n"
+        else:
+            text = "".join(f"{name}\t" + line + "\n" for name, r in results.items()
+                           for line in r.to_tsv(args.per_query).splitlines())
+        if args.out:
+            write_text(args.out, text)
+        else:
+            sys.stdout.write(text)
+        for name, r in results.items():
+            extra = "".join(f"; {w}" for w in r.info.get("warnings", []))
+            without = r.info.get("turns_without_nuggets")
+            if without:
+                extra += f"; {len(without)} turns without nuggets (no nugget measures): {', '.join(without[:5])}"
+            print(f"{name}: {len(r.evaluated)} turns evaluated, {len(r.missing)} turns missing{extra}", file=sys.stderr)
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    for name, help_text in (("compare", "compare runs: measures, paired significance, wins/ties/losses, plots"),
+                            ("report", "one self-contained HTML report comparing runs (e.g. manual vs automatic)")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("runs", nargs="+", help="runs in any supported format; NAME=PATH sets the name")
+        p.add_argument("--qrels", help="passage qrels (ranking measures); leave out to compare responses only")
+        p.add_argument("--ptkb-qrels", help="also compare the runs' PTKB rankings")
+        p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys; its canonical "
+                                        "responses are the references of response measures")
+        p.add_argument("--baseline", help="the run the others are tested against (default: the first)")
+        p.add_argument("--measures", nargs="+", help="ir-measures names (default: the track's measures) and response "
+                                                     "measures (ROUGE-L, NuggetRecall ...: compared as a second table)")
+        p.add_argument("--test", choices=TESTS, default=TESTS[0])
+        p.add_argument("--correction", choices=CORRECTIONS, default=CORRECTIONS[0])
+        p.add_argument("--missing", choices=MISSING, default=MISSING[0],
+                       help="judged turns a run lacks: skip them (trec_eval) or score them 0")
+        p.add_argument("--all-pairs", action="store_true",
+                       help="also test every pair of runs (corrected over all pairs and measures)")
+        p.add_argument("--out", required=name == "report", help="folder for tables, plots (and the report)")
+        _add_response_inputs(p)
+        p.set_defaults(func=_run_compare, report=name == "report")
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    from ikatkit.evaluate.compare import compare_ptkb, compare_responses, compare_runs
+    from ikatkit.evaluate.report import write_comparison, write_report
+    from ikatkit.evaluate.responses.data import read_named_response_runs
+    from ikatkit.evaluate.responses.measures import is_response_measure
+    from ikatkit.runs.io import named_path
+    from ikatkit.topics import load_topics
+
+    runs = {name or Path(path).stem: path for name, path in map(named_path, args.runs)}
+    baseline = args.baseline if args.baseline in runs or args.baseline is None else Path(args.baseline).stem
+    topics = load_topics(args.topics) if args.topics else None
+    ranking_measures = [m for m in args.measures or [] if not is_response_measure(m)]
+    response_measures = [m for m in args.measures or [] if is_response_measure(m)]
+    if ranking_measures and not args.qrels:
+        raise IkatError(f"ranking measures {ranking_measures} need --qrels",
+                        fix="pass --qrels or only response measures")
+    if not args.qrels and not (response_measures or args.nuggets or args.references or topics):
+        raise IkatError("nothing to compare", where="compare",
+                        fix="pass --qrels (rankings) and/or response inputs (--topics, --references, --nuggets)")
+    responses = None
+    if response_measures or args.nuggets or args.references or not args.qrels:
+        response_options = _response_options(args)
+        responses = compare_responses(read_named_response_runs(args.runs, topics), baseline=baseline,
+                                      measures=response_measures or None, test=args.test,
+                                      correction=args.correction, missing=args.missing, all_pairs=args.all_pairs,
+                                      **response_options)
+    options = {"baseline": baseline, "measures": ranking_measures or None, "test": args.test,
+               "correction": args.correction, "missing": args.missing, "all_pairs": args.all_pairs}
+    qrels = args.qrels if args.qrels and (ranking_measures or not response_measures) else None
+    if args.report:
+        path = write_report(runs, qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, topics=topics,
+                            responses=responses, **options)
+        print(f"report: {path}")
+        return 0
+    comparisons = {}
+    if qrels:
+        comparisons[""] = compare_runs(runs, qrels, **options)
+        if args.ptkb_qrels:
+            comparisons["ptkb_"] = compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})
+    if responses is not None:
+        comparisons["responses_"] = responses
+    titles = {"": "", "ptkb_": "PTKB statement ranking\n", "responses_": "Responses\n"}
+    for prefix, comparison in comparisons.items():
+        print(titles[prefix] + comparison.to_markdown() + "\n")
+        if args.out:
+            files = write_comparison(comparison, Path(args.out), prefix=prefix)
+            tables = [files[k] for k in ("csv", "latex", "per_turn", "per_conversation", "pairs") if k in files]
+            print(f"tables and plots in {args.out}: " + ", ".join(Path(f).name for f in [*tables, *files["plots"]])
+                  + "\n")
+    return 0

@@ -1,0 +1,123 @@
+"""``ikatkit index``: build Lucene, dense and partitioned indexes; show stats; look up a passage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ikatkit.collection.readers import FORMATS
+from ikatkit.collection.segment import SPLITTERS
+from ikatkit.commands import default
+from ikatkit.index.build import SEGMENTERS, build_index
+from ikatkit.index.dense import build_dense
+from ikatkit.index.encode import BACKENDS
+from ikatkit.models import DEFAULT_ENCODER
+from ikatkit.partition.strategies import STRATEGIES
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("index", help="build a Lucene BM25 index, show its stats, look up a passage")
+    isub = p.add_subparsers(dest="index_command", required=True)
+    b = isub.add_parser("build", help="index a collection (ClueWeb22 records are segmented the iKAT way)")
+    b.add_argument("inputs", nargs="+", help="collection files or folders")
+    b.add_argument("--out", required=True, help="index folder (re-running on a finished index does nothing)")
+    b.add_argument("--format", default="auto", choices=["auto", *FORMATS],
+                   help="auto detects it from the first record: clueweb22 (raw records, segmented), jsonl (id, "
+                        "contents), provenance (the organizers' doc_id, passage_id, passage_text), trecweb, car, "
+                        "msmarco (id<TAB>text)")
+    b.add_argument("--threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
+    b.add_argument("--segmenter", default="auto", choices=SEGMENTERS,
+                   help="who segments ClueWeb22 records: Anserini's indexing threads (java: our collection class, "
+                        "rule splitter, needs a JDK's javac) or Python processes feeding them (python: any format "
+                        "and splitter, one file can feed every thread); auto = java when it can and there are at "
+                        "least as many files as threads")
+    b.add_argument("--shards", type=int,
+                   help="Python segmenter processes, each feeding one Anserini thread through a named pipe "
+                        "(default and at most: threads; at most one per input file)")
+    b.add_argument("--splitter", default="auto", choices=SPLITTERS,
+                   help="sentence splitter for ClueWeb22 records (official ids need spaCy en_core_web_sm)")
+    b.add_argument("--heap", default=default(build_index, "heap"), help="Java heap for Anserini")
+    d = isub.add_parser("dense",
+                        help="encode a Lucene index's passages (or a collection) on Ray, index them with faiss",
+                        description="Passages are read as `index build` reads them (or from a Lucene index's stored "
+                                    "texts), embedded by Ray Data actors into float16 shards (a killed job resumes "
+                                    "with the shards not yet finished), then indexed by faiss.")
+    d.add_argument("inputs", nargs="+", help="a Lucene index of `index build`, or collection files or folders")
+    d.add_argument("--out", required=True, help="dense index folder (re-running a finished one does nothing)")
+    d.add_argument("--model", default=default(build_dense, "model"),
+                   help="sentence-transformers model: bundled:minilm (all-MiniLM-L6-v2), a folder or a hub id in the "
+                        "local Hugging Face cache")
+    d.add_argument("--ray", help="auto or HOST:PORT to join a running Ray cluster (default: a local Ray on this "
+                                 "machine's cores)")
+    d.add_argument("--batch-size", type=int, default=default(build_dense, "batch_size"),
+                   help="passages per forward pass")
+    d.add_argument("--faiss", default=default(build_dense, "faiss_spec"),
+                   help="faiss index_factory spec: Flat, HNSW32, IVF32768,PQ48, ... (auto: Flat up to 1M passages, "
+                        "else IVF with ~4 sqrt(n) lists and PQ of dimension/8 bytes, trained on up to 1M sampled "
+                        "vectors); a new spec on a finished index re-indexes its embeddings")
+    d.add_argument("--backend", default=default(build_dense, "backend"), choices=BACKENDS,
+                   help="auto: OpenVINO on CPU workers (about 2x PyTorch there), PyTorch on GPUs")
+    d.add_argument("--threads", type=int, default=default(build_dense, "threads"),
+                   help="CPU threads per encoder worker")
+    d.add_argument("--workers", type=int, help="encoder workers (default: one per GPU of the cluster, else one per "
+                                               "--threads CPUs)")
+    d.add_argument("--shard-size", type=int, default=default(build_dense, "shard_size"),
+                   help="passages per shard, the unit of resuming")
+    d.add_argument("--format", default="auto", choices=["auto", *FORMATS])
+    d.add_argument("--splitter", default="auto", choices=SPLITTERS)
+    pt = isub.add_parser("partition", help="split an index or collection into M Lucene indexes (M-RAG partitions)")
+    pt.add_argument("source", help="an index of `index build`, or collection files/folder (read as `index build` does)")
+    pt.add_argument("--strategy", required=True, choices=STRATEGIES,
+                    help="random: LSH over MiniLM embeddings; cluster: k-means (faiss); graph: spectral clustering "
+                         "of the kNN graph; category: a record field (--field)")
+    pt.add_argument("--partitions", type=int, required=True, help="M, the number of partitions")
+    pt.add_argument("--out", required=True, help="folder of part-NNN indexes and partitions.json (resumable)")
+    pt.add_argument("--seed", type=int, default=0)
+    pt.add_argument("--field", help="category strategy: the record field (url: the URL's host)")
+    pt.add_argument("--pattern", help="category strategy: a regex whose first group is the category, "
+                                      "e.g. --field id --pattern '^clueweb22-(en\\d+)'")
+    pt.add_argument("--format", default="auto", choices=["auto", *FORMATS])
+    pt.add_argument("--splitter", default="auto", choices=SPLITTERS)
+    pt.add_argument("--model", default=DEFAULT_ENCODER, help="sentence-transformers embedding model")
+    pt.add_argument("--threads", type=int, help="Anserini threads per partition index")
+    s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
+    s.add_argument("index")
+    g = isub.add_parser("get", help="print a passage's stored text")
+    g.add_argument("index")
+    g.add_argument("pid", help="passage id, e.g. clueweb22-en0000-00-00000:0")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.index import lookup
+
+        if args.index_command == "dense":
+            from tqdm import tqdm
+
+            with tqdm(desc="encoded", unit="psg") as bar:
+                manifest = build_dense(args.inputs, args.out, model=args.model, ray_address=args.ray,
+                                       batch_size=args.batch_size, faiss_spec=args.faiss, backend=args.backend,
+                                       shard_size=args.shard_size, threads=args.threads, workers=args.workers,
+                                       fmt=args.format,
+                                       splitter=args.splitter, progress=bar.update)
+            print(f"dense index of {manifest['counts']['passages']} passages ({manifest['model']}, "
+                  f"{manifest['dimension']} dims, faiss {manifest['faiss']}) -> {args.out}")
+        elif args.index_command == "build":
+            build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
+                        splitter=args.splitter, heap=args.heap, segmenter=args.segmenter)
+        elif args.index_command == "partition":
+            from ikatkit.partition.build import partition_index
+
+            partition_index(args.source, args.out, args.strategy, args.partitions, seed=args.seed, field=args.field,
+                            pattern=args.pattern, fmt=args.format, splitter=args.splitter, model=args.model,
+                            threads=args.threads)
+        elif args.index_command == "stats":
+            print(json.dumps(lookup.stats(args.index), indent=2))
+        else:
+            text = lookup.doc(args.index, args.pid)
+            if text is None:
+                print(f"ikatkit: {args.pid} is not in {args.index}", file=sys.stderr)
+                return 1
+            print(text)
+        return 0
+
+    p.set_defaults(func=run)

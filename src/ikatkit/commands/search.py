@@ -1,0 +1,151 @@
+"""``ikatkit search``, ``rerank`` and ``ptkb``: retrieval and ranking without a pipeline, through the functions the
+stages use (:mod:`ikatkit.retrieve.search`, :mod:`ikatkit.rank.rerank`, :func:`ikatkit.rank.base.rank_ptkb`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ikatkit.commands import default
+from ikatkit.errors import IkatError
+from ikatkit.models import DEFAULT_ENCODER
+from ikatkit.pipelines.stages import RankPtkb
+from ikatkit.rank.standalone import rerank_run
+from ikatkit.retrieve.bm25 import Bm25Searcher
+from ikatkit.retrieve.fusion import METHODS
+from ikatkit.retrieve.search import search
+from ikatkit.topics import QUERY_KINDS
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_search(sub)
+    _add_rerank(sub)
+    _add_ptkb(sub)
+
+
+def _ranker_arguments(p: argparse.ArgumentParser, kind: str) -> None:
+    from ikatkit.pipelines.config import RANKER_KINDS
+
+    p.add_argument("--model", default=DEFAULT_ENCODER,
+                   help="ranker model: hub id, folder, or bundled:minilm")
+    p.add_argument("--kind", choices=RANKER_KINDS, default=kind)
+    p.add_argument("--queries", default="manual", metavar="|".join(QUERY_KINDS) + "|FILE",
+                   help="raw or resolved utterances of the topics, or a file of 'qid<TAB>text' lines")
+
+
+def _add_search(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="BM25 (+RM3), dense or hybrid search of the topics' queries or a query file; "
+                                       "writes a TREC run")
+    p.add_argument("--index", help="Lucene index (BM25)")
+    p.add_argument("--dense", help="dense index of `ikatkit index dense`; with --index: hybrid, fused by --fusion")
+    p.add_argument("--fusion", choices=METHODS, default="rrf",
+                   help="hybrid: rrf, reciprocal rank fusion (k=60); weighted, min-max normalised scores weighted; "
+                        "interleave, round robin")
+    p.add_argument("--dense-weight", type=float, default=0.5,
+                   help="weighted fusion: dense's weight (BM25: 1 - it; default: equal weights)")
+    p.add_argument("--topics", help="topic JSON (needed for --queries raw|manual)")
+    p.add_argument("--queries", default="manual", metavar="|".join(QUERY_KINDS) + "|FILE",
+                   help="raw or resolved utterances of --topics, or a file of 'qid<TAB>text' lines (own rewrites)")
+    p.add_argument("--k", type=int, default=default(search, "k"))
+    p.add_argument("--k1", type=float, default=default(Bm25Searcher, "k1"))
+    p.add_argument("--b", type=float, default=default(Bm25Searcher, "b"))
+    p.add_argument("--rm3", action="store_true", help="RM3 expansion (fb_terms 10, fb_docs 10, weight 0.5)")
+    p.add_argument("--out", required=True, help="TREC run file")
+    p.add_argument("--run-name", default="bm25")
+    p.add_argument("--run-type", choices=["automatic", "manual"],
+                   help="default: manual for --queries manual, else automatic")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.queries import queries_for
+        from ikatkit.retrieve.search import fuse_per_query, search_all
+        from ikatkit.runs.io import write_run
+        from ikatkit.runs.model import ranking_run
+
+        if not args.index and not args.dense:
+            raise IkatError("nothing to search", fix="pass --index (BM25), --dense (dense) or both (hybrid)")
+        queries = queries_for(args.queries, args.topics)
+        searchers = [Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)] if args.index else []
+        if args.dense:
+            from ikatkit.retrieve.dense import DenseSearcher
+
+            searchers.append(DenseSearcher(args.dense, args.index))
+        found = search_all(searchers, queries, args.k)
+        hits = found[0] if len(found) == 1 else fuse_per_query(found, args.fusion, args.k,
+                                                               [1 - args.dense_weight, args.dense_weight])
+        run_type = args.run_type or ("manual" if args.queries == "manual" else "automatic")
+        write_run(ranking_run(args.run_name, run_type, hits), args.out, "trec")
+        print(f"wrote {sum(map(len, hits.values()))} hits for {len(queries)} queries to {args.out}")
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_rerank(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rerank", help="re-rank an existing run's top passages with a bi- or cross-encoder",
+                       description="Re-rank each turn's top --depth passages of RUN against the turn's query and "
+                                   "write them as a TREC run (passages below --depth are dropped). Texts come from "
+                                   "the run where it carries them, else from --index.")
+    p.add_argument("run", help="a run in any supported format")
+    p.add_argument("--index", help="the Lucene index the run's passages come from (for their texts)")
+    p.add_argument("--topics", help="topic JSON (needed for --queries raw|manual)")
+    _ranker_arguments(p, "cross-encoder")
+    depth = default(rerank_run, "depth")
+    p.add_argument("--depth", type=int, default=depth, help=f"passages re-ranked per turn (default {depth})")
+    p.add_argument("--out", required=True, help="TREC run file")
+    p.add_argument("--run-name", help="default: the run's name + '-rerank'")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.queries import queries_for
+        from ikatkit.rank import make_ranker
+        from ikatkit.runs.io import read_run, write_run
+
+        original = read_run(args.run)
+        queries = queries_for(args.queries, args.topics)
+        texts = Bm25Searcher(args.index).texts if args.index else dict.fromkeys([])  # no index: the run's own texts
+        reranked = rerank_run(original, queries, make_ranker(args.kind, args.model), texts, args.depth, args.run_name)
+        write_run(reranked, args.out, "trec")
+        print(f"re-ranked the top {args.depth} passages of {len(reranked.turns)} turns -> {args.out}")
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_ptkb(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ptkb", help="rank each turn's PTKB statements for a topic file (no pipeline)",
+                       description="Rank every turn's PTKB statements against its query with a bi- or "
+                                   "cross-encoder and write 'qid Q0 key rank score name' lines (evaluate them with "
+                                   "`ikatkit eval FILE --qrels PTKB_QRELS --measures nDCG@5`).")
+    p.add_argument("topics", help="topic JSON")
+    _ranker_arguments(p, "bi-encoder")
+    p.add_argument("--k", type=int, help="statements kept per turn (default: all)")
+    p.add_argument("--history-turns", type=int, default=0,
+                   help="add --history-weight x each statement's best score against the previous N queries")
+    p.add_argument("--history-weight", type=float, default=default(RankPtkb, "history_weight"),
+                   help="default: the rank_ptkb stage's, %(default)s")
+    p.add_argument("--qrels", help="PTKB qrels: also print nDCG@5, P@5, R@5 and AP")
+    p.add_argument("--out", required=True, help="TREC-format ranking of PTKB keys")
+    p.add_argument("--run-name", default="ptkb")
+
+    def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.queries import queries_for
+        from ikatkit.rank import make_ranker
+        from ikatkit.rank.standalone import rank_topics_ptkb
+        from ikatkit.runs.io import write_run
+        from ikatkit.runs.model import ranking_run
+        from ikatkit.topics import load_topics
+
+        topics = load_topics(args.topics)
+        queries = queries_for(args.queries, args.topics)
+        rankings = rank_topics_ptkb(topics, queries, make_ranker(args.kind, args.model), args.k, args.history_turns,
+                                    args.history_weight)
+        run_type = "manual" if args.queries == "manual" else "automatic"
+        write_run(ranking_run(args.run_name, run_type, rankings), args.out, "trec")
+        print(f"ranked the PTKB statements of {len(rankings)} turns -> {args.out}")
+        if args.qrels:
+            from ikatkit.evaluate.ptkb import evaluate_ptkb
+
+            result = evaluate_ptkb({q: dict(r) for q, r in rankings.items()}, args.qrels)
+            print(", ".join(f"{m} {v:.4f}" for m, v in result.mean.items())
+                  + f" over {len(result.evaluated)} judged turns")
+        return 0
+
+    p.set_defaults(func=run)
