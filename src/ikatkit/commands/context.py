@@ -10,7 +10,7 @@ from ikatkit.errors import IkatError
 from ikatkit.evaluate.context import evaluate_context
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 from ikatkit.models import DEFAULT_ENCODER
-from ikatkit.pipelines.config import RANKER_KINDS
+from ikatkit.pipelines.resources import RANKER_KINDS
 from ikatkit.pipelines.context import CHECKS, METHODS, SelectContext
 
 

@@ -23,7 +23,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _ranker_arguments(p: argparse.ArgumentParser, kind: str) -> None:
-    from ikatkit.pipelines.config import RANKER_KINDS
+    from ikatkit.pipelines.resources import RANKER_KINDS
 
     p.add_argument("--model", default=DEFAULT_ENCODER,
                    help="ranker model: hub id, folder, or bundled:minilm")

@@ -147,6 +147,7 @@ KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
 )}
 PARAM_KINDS: dict[str, tuple[str, ...]] = {param: tuple(k for k, kind in KINDS.items() if kind.serves == param)
                                            for param in PARAMS}
+RANKER_KINDS = PARAM_KINDS["ranker"]  # the re-ranker kinds (`ikatkit search/rerank/context` choices)
 
 
 def check_resource(name: str, spec: Any) -> None:
