@@ -469,10 +469,12 @@ def _top_text(record: TurnRecord) -> str:
 
 from ikatkit.partition.memory import RefineMemory  # noqa: E402  (stages in their own modules)
 from ikatkit.pipelines.evidence import RefineEvidence  # noqa: E402
+from ikatkit.pipelines.persona import TrackPersona  # noqa: E402
 from ikatkit.pipelines.plan import PlanSources  # noqa: E402
 from ikatkit.pipelines.refine import RefineResponse  # noqa: E402
 
 STAGES: dict[str, type] = {cls.name: cls for cls in (RawQuery, ManualQuery, FileQuery, Rewrite, RankPtkb, GoldPtkb,
                                                      ClassifyPtkb, Retrieve, Rerank, Fuse, GenerateAnswer,
                                                      GenerateQueries, Respond, SelectContext, ContextQuery, RefineResponse,
-                                                     SelectPartition, RefineMemory, PlanSources, RefineEvidence)}
+                                                     SelectPartition, RefineMemory, PlanSources, RefineEvidence,
+                                                     TrackPersona)}
