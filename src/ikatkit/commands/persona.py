@@ -7,7 +7,7 @@ import sys
 
 # MiniLM cosine at which a user's words count as saying a statement: calibrated on the 2023 train topics
 # (`ikatkit persona-eval --topics ../shared/ikat/2023/train_topics.json --calibrate`, docs/persona.md).
-DEFAULT_THRESHOLD = 0.5
+DEFAULT_THRESHOLD = 0.55
 
 
 def add(sub: argparse._SubParsersAction) -> None:
