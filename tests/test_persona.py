@@ -185,3 +185,23 @@ def test_persona_eval_cli(tmp_path: Path, capsys) -> None:
     row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| topics.json")][0]
     assert [c.strip() for c in row.split("|")[3:10]] == ["1", "3", "3", "2", "3", "2", "2"]
     assert main(["persona-eval", "--topics", str(path), "--threshold", "1.5"]) == 2
+
+
+def test_run_keeps_the_store_in_its_out_folder(demo_dir: Path, demo_index: Path, tmp_path: Path) -> None:
+    """``ikatkit run`` with track_persona: the store lands in <out>/persona and rank_ptkb ranks the statements."""
+    from ikatkit.pipelines.runner import run_pipeline
+
+    config = tmp_path / "persona.toml"
+    config.write_text('name = "persona"\n[resources.minilm]\nkind = "bi-encoder"\nmodel = "bundled:minilm"\n'
+                      '[resources.bm25]\nkind = "bm25"\n[[stages]]\nstage = "track_persona"\n'
+                      '[[stages]]\nstage = "raw_query"\n[[stages]]\nstage = "rank_ptkb"\nranker = "minilm"\nk = 100\n'
+                      '[[stages]]\nstage = "retrieve"\nk = 10\n[[stages]]\nstage = "respond"\ntask = "extractive"\n')
+    outcome = run_pipeline(config, demo_dir / "topics.json", tmp_path / "out", index=demo_index,
+                           cache_dir=tmp_path / "cache", validate=False)
+    store = json.loads((tmp_path / "out" / "persona" / "persona.json").read_text())
+    assert [s["text"] for s in store["users"]["demo-2"]["statements"]] == [
+        "I'm thinking about Japan.", "I don't eat meat."]
+    assert [s["text"] for s in store["users"]["demo-1"]["statements"]] == ["It hurts after my long runs."]
+    turn = next(r for r in outcome.records if r.qid == "demo-2_4")
+    assert {"u1", "u2"} <= {key for key, _ in turn.ptkb}
+    assert turn.ptkb_all["u2"] == "I don't eat meat."
