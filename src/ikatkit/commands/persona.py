@@ -22,6 +22,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="choose the threshold on the first --topics file (its F1 per threshold printed), use it")
     p.add_argument("--limit", type=int, help="only the first N users (conversations) of each file")
+    p.add_argument("--conversations", nargs="+", help="only these conversations (users) of each file")
     p.add_argument("--max-new-tokens", type=int, default=64, help="LLM output length")
     p.add_argument("--cache", help="cache folder for LLM outputs and embeddings (default $IKATKIT_CACHE)")
 
@@ -39,7 +40,8 @@ def add(sub: argparse._SubParsersAction) -> None:
         if args.limit is not None and args.limit < 1:
             raise IkatError(f"--limit {args.limit} is not positive", where="--limit", fix="give 1 or more")
         cache = Path(args.cache) if args.cache else cache_root()
-        files = {path: load_cases(path)[: args.limit] for path in args.topics}
+        files = {path: [c for c in load_cases(path) if not args.conversations or c.id in args.conversations]
+                 [: args.limit] for path in args.topics}
         encoder = make_ranker("bi-encoder", "bundled:minilm", cache_dir=str(cache / "embeddings"))
         threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
         if args.calibrate:

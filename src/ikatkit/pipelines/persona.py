@@ -35,8 +35,8 @@ OPENERS = ("what", "which", "who", "whom", "whose", "when", "where", "why", "how
            "describe", "let", "thanks", "thank", "if")
 # A clause starts at a comma, semicolon or colon followed by such a word: "I'm vegan, can you ...".
 _CLAUSE = re.compile(r"[,;:]\s+(?=(?:" + "|".join(OPENERS) + r")\b)", re.I)
-_INTERJECTION = re.compile(r"^(?:yes|yeah|no|nope|ok|okay|well|so|also|and|but|oh|hmm|sure|great|right|actually|then|now)"
-                           r"\b[,!.]?\s*", re.I)
+_INTERJECTION = re.compile(r"^(?:yes|yeah|no|nope|ok|okay|well|so|also|and|but|oh|hmm|sure|great|right|actually"
+                           r"|then|now)\b[,!.]?\s*", re.I)
 # Information requests phrased in the first person: "I'd like to know ...", "I wonder ...".
 _REQUEST = re.compile(r"\b(?:want|like|need|wish|love)\s+to\s+(?:know|learn|find\s+out|understand|ask|hear)\b"
                       r"|\bwonder(?:ing)?\b|\bcurious\b", re.I)
