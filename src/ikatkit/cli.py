@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ikatkit import __version__
-from ikatkit.commands import context, evaluate, finetune, index, partition, run, runs, search, stages, topics
+from ikatkit.commands import context, evaluate, finetune, index, partition, persona, run, runs, search, stages, topics
 from ikatkit.errors import IkatError
 
 
@@ -52,6 +52,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     partition.add,
     context.add,
     stages.add,
+    persona.add,
 ]
 
 if __name__ == "__main__":

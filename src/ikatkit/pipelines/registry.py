@@ -26,7 +26,7 @@ from ikatkit.pipelines.base import Stage
 
 BUILTIN_MODULES = ("ikatkit.pipelines.stages", "ikatkit.pipelines.context", "ikatkit.pipelines.refine",
                    "ikatkit.partition.stage", "ikatkit.partition.memory", "ikatkit.pipelines.plan",
-                   "ikatkit.pipelines.evidence")
+                   "ikatkit.pipelines.evidence", "ikatkit.pipelines.persona")
 ENTRY_POINT_GROUP = "ikatkit.stages"
 
 S = TypeVar("S", bound=type)

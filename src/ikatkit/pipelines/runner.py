@@ -237,6 +237,8 @@ def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path 
     pending = [i for i in range(len(batches)) if not checkpoints.done(i)]
     stages = build_stages(config, resources) if pending else []
     for i, stage in enumerate(stages):
+        if hasattr(stage, "bind_out"):  # a stage that keeps files of its own keeps them in the run's folder
+            stage.bind_out(out)
         if hasattr(stage, "check_records"):  # a stage's checks of the whole topics, before any batch runs
             try:
                 stage.check_records(records)

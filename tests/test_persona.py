@@ -1,0 +1,207 @@
+"""Persona tracking: the rule extractor, the LLM output guard, the track_persona stage and its store over real
+2023 topics, and persona-eval on hand-computed cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ikatkit.errors import IkatError
+from ikatkit.evaluate.persona import PersonaCase, evaluate, revealed, rule_extract
+from ikatkit.pipelines.persona import PersonaStore, TrackPersona, check_statements, self_statements
+from ikatkit.pipelines.record import TurnRecord, records_for
+
+
+@pytest.mark.parametrize("utterance, expected", [
+    ("I'm vegan. What should I eat tonight?", ["I'm vegan."]),
+    ("i have two kids and my wife works nights.", ["I have two kids and my wife works nights."]),
+    ("I want to start my master's degree, can you help me with finding a university?",
+     ["I want to start my master's degree."]),
+    ("Yes, I want to continue my studies in computer science.",
+     ["I want to continue my studies in computer science."]),
+    ("I am not interested in museums. Are there any outdoor activities?", ["I am not interested in museums."]),
+    ("If I visit one or two, which should I visit?", []),                 # a condition, then a question
+    ("Can you tell me about my options?", []),                            # a question
+    ("Please recommend a diet for me.", []),                              # a request
+    ("I'd like to know more about vegan diets.", []),                     # an information request
+    ("I want you to find me a cheap flight.", []),                        # addressed to the system
+    ("I see, thanks! What are some cheese substitutes?", []),             # talk about the dialogue
+    ("No, I mean cardio.", []),
+    ("Tell me more about the Keto diet.", []),                            # no first person
+    ("My knee hurts after running. My knee hurts after running!", ["My knee hurts after running."]),  # once
+    ("I have diabetes; what can I eat?", ["I have diabetes."]),
+])
+def test_rule_extractor(utterance: str, expected: list[str]) -> None:
+    assert self_statements(utterance) == expected
+
+
+def test_llm_output_guard() -> None:
+    utterance = "I have a knee injury, which sports can I still do?"
+    assert check_statements("I have a knee injury.\nI like sports", utterance) == (
+        ["I have a knee injury.", "I like sports."], None)
+    assert check_statements("none", utterance) == ([], None)
+    assert check_statements("I own a red Ferrari.", utterance)[1] == "no persona statement grounded in the utterance"
+    assert check_statements("User: I have a knee injury.", utterance)[1] == "persona statements echo the prompt"
+    assert check_statements("What sports can I do?", utterance)[1] is not None  # a question is no statement
+
+
+def test_check_rejects_bad_options() -> None:
+    with pytest.raises(IkatError, match="unknown persona extractor"):
+        TrackPersona(extractor="spacy")
+    with pytest.raises(IkatError, match="needs an LLM"):
+        TrackPersona(extractor="llm")
+
+
+@pytest.fixture(scope="module")
+def test_records(ikat2023: Path) -> dict[str, list[TurnRecord]]:
+    """Fresh records of 2023 test conversations 9-2 and 10-1, by conversation."""
+    from ikatkit.topics import load_topics
+
+    topics = load_topics(ikat2023 / "test_topics.json").subset(["9-2", "10-1"])
+    records = records_for(topics)
+    return {c: [r.to_json() for r in records if r.qid.startswith(c + "_")] for c in ("9-2", "10-1")}
+
+
+def _fresh(test_records: dict, conversation: str, user: str = "") -> list[TurnRecord]:
+    records = [TurnRecord.from_json(json.loads(json.dumps(r))) for r in test_records[conversation]]
+    for record in records:
+        record.user_id = user
+    return records
+
+
+def test_stage_keeps_statements_per_user_across_topics(test_records, tmp_path: Path) -> None:
+    stage = TrackPersona(store=str(tmp_path / "persona"))
+    first = stage.transform(_fresh(test_records, "9-2", "alice"))
+    topic_ptkb = dict(_fresh(test_records, "9-2")[0].ptkb_all)
+    turn1, turn5 = first[0], first[4]
+    assert {k: v for k, v in turn1.ptkb_all.items() if k in topic_ptkb} == topic_ptkb  # the topic's own untouched
+    assert {k: v for k, v in turn1.ptkb_all.items() if k not in topic_ptkb} == {"u1": "I think I am overweight."}
+    assert "I can't exercise." in turn5.ptkb_all.values()
+    assert "I don't have diabetes and also I'm not into following celebrities." not in turn5.ptkb_all.values()  # later
+    second = stage.transform(_fresh(test_records, "10-1", "alice"))  # the same user, another topic
+    assert "I can't exercise." in second[0].ptkb_all.values()
+    assert "I can't exercise." not in TrackPersona().transform(_fresh(test_records, "10-1", "bob"))[0].ptkb_all.values()
+    offline = TrackPersona().transform(_fresh(test_records, "10-1"))  # no user id: keyed by the conversation
+    assert "I can't exercise." not in offline[0].ptkb_all.values()
+    assert "My children don't like vinegar, so I would probably go with lime juice." in offline[3].ptkb_all.values()
+    # a turn processed again (a resumed batch) is offered what it was offered the first time
+    again = stage.transform(_fresh(test_records, "9-2", "alice"))
+    assert [r.ptkb_all for r in again] == [r.ptkb_all for r in first]
+
+
+def test_keys_never_collide_with_the_topics(test_records) -> None:
+    records = _fresh(test_records, "9-2")[:1]
+    records[0].ptkb_all["u1"] = "A topic statement keyed u1."
+    out = TrackPersona().transform(records)[0]
+    assert out.ptkb_all["u1"] == "A topic statement keyed u1."
+    assert out.ptkb_all["uu1"] == "I think I am overweight."
+
+
+def test_rank_ptkb_sees_the_statements(test_records) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from ikatkit.models import resolve_model
+    from ikatkit.pipelines.stages import RankPtkb
+    from ikatkit.rank import make_ranker
+
+    record = TrackPersona().transform(_fresh(test_records, "9-2"))[4]  # "I can't exercise. So I think ..."
+    record.query = record.utterance
+    RankPtkb(make_ranker("bi-encoder", "bundled:minilm"), k=100).transform([record])
+    assert {k for k, _ in record.ptkb} == set(record.ptkb_all)
+    # the top statement is the one an independent encoding of the same model puts closest to the utterance
+    model = SentenceTransformer(resolve_model("bundled:minilm"), device="cpu")
+    keys = list(record.ptkb_all)
+    vectors = model.encode([record.utterance, *(record.ptkb_all[k] for k in keys)], normalize_embeddings=True)
+    assert record.ptkb[0][0] == keys[int(np.argmax(vectors[1:] @ vectors[0]))]
+    assert record.ptkb[0][0].startswith("u")
+
+
+def test_store_survives_a_restart(test_records, tmp_path: Path) -> None:
+    folder = tmp_path / "persona"
+    TrackPersona(store=str(folder)).transform(_fresh(test_records, "9-2", "alice")[:5])
+    kept = json.loads((folder / "persona.json").read_text())
+    assert [s["text"] for s in kept["users"]["alice"]["statements"]] == [
+        "I think I am overweight.", "I heard about BMI.", "I can't exercise."]
+    assert kept["users"]["alice"]["turns"] == [f"9-2_{i}" for i in range(1, 6)]
+    later = TrackPersona(store=str(folder)).transform(_fresh(test_records, "10-1", "alice")[:1])  # a new process
+    assert {"I think I am overweight.", "I can't exercise."} <= set(later[0].ptkb_all.values())
+    with pytest.raises(IkatError, match="built by extractor 'rule'"):
+        PersonaStore(folder, "llm:bundled:smollm2")
+
+
+def test_config_with_track_persona_loads(tmp_path: Path) -> None:
+    from ikatkit.pipelines.config import load_config
+
+    config = tmp_path / "persona.toml"
+    config.write_text('name = "p"\n[resources.minilm]\nkind = "bi-encoder"\nmodel = "bundled:minilm"\n'
+                      '[[stages]]\nstage = "track_persona"\n[[stages]]\nstage = "raw_query"\n'
+                      '[[stages]]\nstage = "rank_ptkb"\nranker = "minilm"\n')
+    assert [s["stage"] for s in load_config(config).stages] == ["track_persona", "raw_query", "rank_ptkb"]
+    config.write_text(config.read_text().replace('stage = "track_persona"\n',
+                                                 'stage = "track_persona"\nextractor = "llm"\n'))
+    with pytest.raises(IkatError, match="needs an LLM") as err:
+        load_config(config)
+    assert "stages[0].extractor, line 7" in str(err.value)
+
+
+def test_revealed_rule() -> None:
+    assert revealed("I have diabetes.", ["Ok. I have diabetes. What can I eat?"])
+    assert revealed("I have asthma.", ["Is my asthma a problem when running?"])  # a question speaks of the user
+    assert not revealed("I have asthma.", ["What is asthma?"])                    # not about the user
+    assert not revealed("I live in Paris.", ["I love Paris in spring."])           # 1 of 2 content words
+    assert revealed("My dog is called Rex.", ["My dog Rex is ill."])               # 2 of 3
+
+
+CASES = [PersonaCase("a", ("I have diabetes. What should I eat?", "My dog is called Rex.", "I prefer tea."),
+                     ("I have diabetes.", "I live in Paris.", "My dog is called Rex.")),
+         PersonaCase("b", ("Is my asthma a problem when running?",), ("I have asthma.",))]
+
+
+def test_persona_eval_hand_computed() -> None:
+    """Revealed: a's diabetes and dog, b's asthma (3). The rule extracts 'I have diabetes.', 'My dog is called
+    Rex.' (the statements themselves: cosine 1) and 'I prefer tea.' (matches nothing); b's question gives none.
+    Precision 2/3, recall 2/3."""
+    from ikatkit.rank import make_ranker
+
+    score = evaluate(CASES, rule_extract, make_ranker("bi-encoder", "bundled:minilm").encode, 0.55)
+    assert (score.revealed, score.extracted, score.correct, score.found) == (3, 3, 2, 2)
+    assert score.precision == pytest.approx(2 / 3) and score.recall == pytest.approx(2 / 3)
+
+
+def test_persona_eval_cli(tmp_path: Path, capsys) -> None:
+    from ikatkit.cli import main
+
+    topics = [{"number": "1-1", "title": "t", "ptkb": {"1": "I have diabetes.", "2": "I live in Paris.",
+                                                      "3": "My dog is called Rex."},
+               "turns": [{"turn_id": i, "utterance": u, "resolved_utterance": u, "response": "ok",
+                          "ptkb_provenance": [], "response_provenance": []}
+                         for i, u in enumerate(CASES[0].utterances, 1)]}]
+    path = tmp_path / "topics.json"
+    path.write_text(json.dumps(topics))
+    assert main(["persona-eval", "--topics", str(path), "--cache", str(tmp_path / "cache")]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| topics.json")][0]
+    assert [c.strip() for c in row.split("|")[3:10]] == ["1", "3", "3", "2", "3", "2", "2"]
+    assert main(["persona-eval", "--topics", str(path), "--threshold", "1.5"]) == 2
+
+
+def test_run_keeps_the_store_in_its_out_folder(demo_dir: Path, demo_index: Path, tmp_path: Path) -> None:
+    """``ikatkit run`` with track_persona: the store lands in <out>/persona and rank_ptkb ranks the statements."""
+    from ikatkit.pipelines.runner import run_pipeline
+
+    config = tmp_path / "persona.toml"
+    config.write_text('name = "persona"\n[resources.minilm]\nkind = "bi-encoder"\nmodel = "bundled:minilm"\n'
+                      '[resources.bm25]\nkind = "bm25"\n[[stages]]\nstage = "track_persona"\n'
+                      '[[stages]]\nstage = "raw_query"\n[[stages]]\nstage = "rank_ptkb"\nranker = "minilm"\nk = 100\n'
+                      '[[stages]]\nstage = "retrieve"\nk = 10\n[[stages]]\nstage = "respond"\ntask = "extractive"\n')
+    outcome = run_pipeline(config, demo_dir / "topics.json", tmp_path / "out", index=demo_index,
+                           cache_dir=tmp_path / "cache", validate=False)
+    store = json.loads((tmp_path / "out" / "persona" / "persona.json").read_text())
+    assert [s["text"] for s in store["users"]["demo-2"]["statements"]] == [
+        "I'm thinking about Japan.", "I don't eat meat."]
+    assert [s["text"] for s in store["users"]["demo-1"]["statements"]] == ["It hurts after my long runs."]
+    turn = next(r for r in outcome.records if r.qid == "demo-2_4")
+    assert {"u1", "u2"} <= {key for key, _ in turn.ptkb}
+    assert turn.ptkb_all["u2"] == "I don't eat meat."
