@@ -853,9 +853,12 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=train_refiner)
 
 
+from ikatkit.commands import matcher as _matcher_command  # noqa: E402
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_eval_responses, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_partition,
                                                              _add_rerank, _add_ptkb,
                                                              _add_demo, _add_context]
+COMMANDS.append(_matcher_command.add)
 
 
 def build_parser() -> argparse.ArgumentParser:
