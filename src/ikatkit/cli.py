@@ -185,6 +185,8 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
                    help="nugget matcher: MiniLM cosine (default) or an LLM judge (--llm-config)")
     p.add_argument("--threshold", type=float, help="cosine threshold of the embedding nugget matcher (default 0.77, tuned: bench/tune_nugget_threshold.py)")
     p.add_argument("--llm-config", help="TOML or JSON of the judge LLM, as an llm resource: backend, model, base_url ...")
+    p.add_argument("--rubrics", help="2025 rubric questions (rubrics.csv) for RubricCoverage / RubricScore "
+                                     "(an LLM judge: --llm-config)")
     p.add_argument("--bertscore-model", default="bundled:minilm", help="BERTScore model (hub id, folder or bundled:*)")
     p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
     p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
@@ -198,10 +200,10 @@ def _response_options(args: argparse.Namespace) -> dict:
 
     scorers = ResponseScorers(bert_model=args.bertscore_model, bert_layer=args.bertscore_layer,
                               nugget_threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
-    if args.matcher == "llm":
-        if not args.llm_config:
-            raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
-                            fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
+    if args.matcher == "llm" and not args.llm_config:
+        raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
+                        fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
+    if args.llm_config:
         from pathlib import Path
 
         from ikatkit.llm import make_llm
@@ -209,9 +211,12 @@ def _response_options(args: argparse.Namespace) -> dict:
 
         config = _read_config(args.llm_config)
         config.setdefault("cache_dir", str(Path(args.cache) if args.cache else cache_root()))
-        scorers.matcher = LlmMatcher(make_llm(config))
+        scorers.llm = make_llm(config)  # the judge of the rubric measures, and of nuggets with --matcher llm
+        if args.matcher == "llm":
+            scorers.matcher = LlmMatcher(scorers.llm)
     return {"topics": load_topics(args.topics) if args.topics else None, "references": args.references,
-            "nuggets": args.nuggets, "passages": args.passages, "index": args.index, "scorers": scorers}
+            "nuggets": args.nuggets, "passages": args.passages, "index": args.index, "rubrics": args.rubrics,
+            "scorers": scorers}
 
 
 def _read_config(path: str) -> dict:

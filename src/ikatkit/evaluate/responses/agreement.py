@@ -139,8 +139,9 @@ def map_tags(labels: Sequence[Label], runs: dict[str, ResponseRun], nuggets: dic
         named = [name for name in answered if team in name.lower()]
         candidates = named or answered
         if not candidates:
+            unanswered = [x for x in mine if not any(r.responses.get(x.turn, "").strip() for r in runs.values())]
             raise IkatError(f"tag {tag} maps to no run: no run answers all of its turns {sorted(turns)}",
-                            path=path, where=f"line {mine[0].line}",
+                            path=path, where=f"line {(unanswered or mine)[0].line}",
                             fix="pass the response files of that run (--responses), or --tag TAG=RUN")
         if len(named) == 1:
             out[tag] = TagRun(tag, named[0], "name")
