@@ -37,6 +37,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
     p.add_argument("--tag", action="append", default=[], metavar="TAG=RUN", help="map a team-run tag to a run id")
     p.add_argument("--conversations", nargs="+", help="only the labels of these conversations")
+    p.add_argument("--tags", nargs="+", help="only the labels of these team-run tags (e.g. those mapped by name)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the kappa interval")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", choices=["tsv", "json"], default="tsv")
@@ -85,11 +86,12 @@ def run(args: argparse.Namespace) -> int:
         raise IkatError("the LLM matcher gives labels, not scores: no threshold", where="--threshold",
                         fix="leave --threshold out with --matcher llm")
     labels = ag.read_labels(args.labels)
-    if args.conversations:
-        labels = [label for label in labels if label.conversation in set(args.conversations)]
+    if args.conversations or args.tags:
+        labels = [label for label in labels if label.conversation in set(args.conversations or [label.conversation])
+                  and label.tag in set(args.tags or [label.tag])]
         if not labels:
-            raise IkatError(f"no label of conversations {args.conversations}", path=args.labels,
-                            fix="name conversations the file has")
+            raise IkatError(f"no label of conversations {args.conversations} and tags {args.tags}",
+                            path=args.labels, fix="name conversations and tags the file has")
     nuggets = read_nuggets(args.nuggets)
     if all(n.grade == 0 for group in nuggets.values() for n in group):
         raise IkatError("these are the gold responses' atomic nuggets; the labels number the passage-span nuggets",
