@@ -99,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
     ag.check_nuggets(labels, nuggets, args.nuggets)
     runs = {r.name: r for r in _response_runs(args.responses, None)}
     given = dict(item.split("=", 1) for item in args.tag if "=" in item)
+    unknown = [item for item in args.tag if "=" not in item or item.split("=", 1)[0] not in {x.tag for x in labels}]
+    if unknown:
+        raise IkatError(f"--tag {unknown[0]!r} names no tag of the labels as TAG=RUN", where="--tag",
+                        fix=f"use TAG=RUN with a tag of {sorted({x.tag for x in labels})}")
     tag_runs = ag.map_tags(labels, runs, nuggets, args.labels, given)
     matcher = make_matcher(args)
     human = np.asarray([label.human for label in labels])
