@@ -121,7 +121,8 @@ def test_lexical_matcher_counts_content_words_in_one_window():
     scores = matcher.scores([response, ""], [[nugget], [nugget]])
     # windows: one or two consecutive sentences; the best (sentence 3, or 2+3) has 4 of 6, never 1 and 3 together
     assert scores[0][0] == pytest.approx(4 / 6) and scores[1][0] == 0.0
-    assert matcher.support([response], [[nugget]]) == [[1.0]] and LexicalMatcher(0.7).support([response], [[nugget]]) == [[0.0]]
+    assert matcher.support([response], [[nugget]]) == [[1.0]]
+    assert LexicalMatcher(0.7).support([response], [[nugget]]) == [[0.0]]
 
 
 @pytest.fixture(scope="module")

@@ -187,7 +187,8 @@ class Fold:
     pairs: int
 
 
-def cross_validate(scores: np.ndarray, human: np.ndarray, conversations: Sequence[str]) -> tuple[np.ndarray, list[Fold]]:
+def cross_validate(scores: np.ndarray, human: np.ndarray,
+                   conversations: Sequence[str]) -> tuple[np.ndarray, list[Fold]]:
     """Labels predicted out of fold: each conversation's pairs get the threshold tuned on all the other
     conversations' pairs (:func:`best_threshold`). Needs two conversations or more."""
     conversations = np.asarray(conversations)

@@ -1,4 +1,4 @@
-"""Rubric coverage of dialogues (the iKAT 2025 interactive evaluation): an LLM judge scores answers against rubric questions.
+"""Rubric coverage of dialogues (iKAT 2025 interactive evaluation): an LLM judge scores answers against rubric questions.
 
 The organizers' simulator scores how well a system answer covers a rubric question on 0-5 with an LLM and counts a
 rubric covered at 3 or more. Here a dialogue (all responses of one topic: an interactive run's dump or an offline
@@ -37,7 +37,7 @@ class Rubric:
 
 
 def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
-    """Rubric questions by topic from the organizers' ``"id","rubrik"`` CSV (``rubrics.csv``, ``assessed-rubrics.csv``)."""
+    """Rubric questions by topic from the organizers' ``"id","rubrik"`` CSV (rubrics.csv, assessed-rubrics.csv)."""
     path = Path(path)
     if not path.is_file():
         raise IkatError("rubric file not found", path=path, fix="pass rubrics.csv or assessed-rubrics.csv")
