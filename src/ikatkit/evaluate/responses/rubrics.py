@@ -102,7 +102,7 @@ def topic_of(turn: str) -> str:
 
 def parse_score(output: str) -> int | None:
     """The first digit 0-5 of a judge's output standing alone (``4``, ``Score: 4``, ``4: mostly ...``); else None."""
-    match = re.search(r"(?<![\d.])([0-5])(?![\d.])", output)
+    match = re.search(r"(?<![\d.])([0-5])(?!\d|\.\d)", output)
     return int(match.group(1)) if match else None
 
 
