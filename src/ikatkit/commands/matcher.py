@@ -86,12 +86,6 @@ def run(args: argparse.Namespace) -> int:
         raise IkatError("the LLM matcher gives labels, not scores: no threshold", where="--threshold",
                         fix="leave --threshold out with --matcher llm")
     labels = ag.read_labels(args.labels)
-    if args.conversations or args.tags:
-        labels = [label for label in labels if label.conversation in set(args.conversations or [label.conversation])
-                  and label.tag in set(args.tags or [label.tag])]
-        if not labels:
-            raise IkatError(f"no label of conversations {args.conversations} and tags {args.tags}",
-                            path=args.labels, fix="name conversations and tags the file has")
     nuggets = read_nuggets(args.nuggets)
     if all(n.grade == 0 for group in nuggets.values() for n in group):
         raise IkatError("these are the gold responses' atomic nuggets; the labels number the passage-span nuggets",
@@ -103,7 +97,14 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise IkatError(f"--tag {unknown[0]!r} names no tag of the labels as TAG=RUN", where="--tag",
                         fix=f"use TAG=RUN with a tag of {sorted({x.tag for x in labels})}")
-    tag_runs = ag.map_tags(labels, runs, nuggets, args.labels, given)
+    tag_runs = ag.map_tags(labels, runs, nuggets, args.labels, given)  # on all labels, whatever is reported
+    if args.conversations or args.tags:
+        labels = [label for label in labels if label.conversation in set(args.conversations or [label.conversation])
+                  and label.tag in set(args.tags or [label.tag])]
+        if not labels:
+            raise IkatError(f"no label of conversations {args.conversations} and tags {args.tags}",
+                            path=args.labels, fix="name conversations and tags the file has")
+        tag_runs = {tag: m for tag, m in tag_runs.items() if tag in {x.tag for x in labels}}
     matcher = make_matcher(args)
     human = np.asarray([label.human for label in labels])
     values = ag.pair_scores(matcher, labels, runs, {t: m.run for t, m in tag_runs.items()}, nuggets)
