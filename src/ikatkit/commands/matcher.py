@@ -78,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
+    from ikatkit.cli import _response_runs
     from ikatkit.evaluate.responses import agreement as ag
     from ikatkit.evaluate.responses.data import read_nuggets
-    from ikatkit.cli import _response_runs
 
     if args.threshold is not None and args.matcher == "llm":
         raise IkatError("the LLM matcher gives labels, not scores: no threshold", where="--threshold",
