@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ikatkit import __version__
-from ikatkit.commands import context, evaluate, finetune, index, partition, persona, run, runs, search, stages, topics
+from ikatkit.commands import context, evaluate, finetune, index, matcher, partition, persona, run, runs, search, stages, topics
 from ikatkit.errors import IkatError
 
 
@@ -53,6 +53,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     context.add,
     stages.add,
     persona.add,
+    matcher.add,
 ]
 
 if __name__ == "__main__":

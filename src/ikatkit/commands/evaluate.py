@@ -83,6 +83,8 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
                         "bench/tune_nugget_threshold.py)")
     p.add_argument("--llm-config",
                    help="TOML or JSON of the judge LLM, as an llm resource: backend, model, base_url ...")
+    p.add_argument("--rubrics", help="2025 rubric questions (rubrics.csv) for RubricCoverage / RubricScore "
+                                     "(an LLM judge: --llm-config)")
     p.add_argument("--bertscore-model", default=DEFAULT_MODEL, help="BERTScore model (hub id, folder or bundled:*)")
     p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
     p.add_argument("--cache", help="cache folder, as for `ikatkit run`: the judge's outputs go to its llm/ "
@@ -98,18 +100,21 @@ def _response_options(args: argparse.Namespace) -> dict:
 
     scorers = ResponseScorers(bert_model=args.bertscore_model, bert_layer=args.bertscore_layer,
                               nugget_threshold=args.threshold)
-    if args.matcher == "llm":
-        if not args.llm_config:
-            raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
-                            fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
+    if args.matcher == "llm" and not args.llm_config:
+        raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
+                        fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
+    if args.llm_config:
         from ikatkit.llm import make_llm, read_llm_config
         from ikatkit.paths import cache_folder
 
         config = read_llm_config(args.llm_config)
         config.setdefault("cache_dir", str(cache_folder("llm", args.cache)))  # where a run's LLM outputs go
-        scorers.matcher = LlmMatcher(make_llm(config))
+        scorers.llm = make_llm(config)  # the judge of the rubric measures, and of nuggets with --matcher llm
+        if args.matcher == "llm":
+            scorers.matcher = LlmMatcher(scorers.llm)
     return {"topics": load_topics(args.topics) if args.topics else None, "references": args.references,
-            "nuggets": args.nuggets, "passages": args.passages, "index": args.index, "scorers": scorers}
+            "nuggets": args.nuggets, "passages": args.passages, "index": args.index, "rubrics": args.rubrics,
+            "scorers": scorers}
 
 
 def _add_eval_responses(sub: argparse._SubParsersAction) -> None:

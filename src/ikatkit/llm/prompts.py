@@ -13,7 +13,7 @@ from ikatkit.errors import IkatError
 TASKS = ("rtg_rewrite", "rtg_rewrite_chat", "rtg_response", "rtg_response_chat", "gtr_answer", "gtr_queries",
          "gtr_response", "ptkb_classify", "nugget_support",
          "promise_response", "refine_specificity", "refine_faithfulness", "refine_relevance", "refine_memory",
-         "plan_sources", "persona_statements")
+         "plan_sources", "persona_statements", "rubric_score")
 MAX_PASSAGE_WORDS = 200
 # Where a reply ends: on a new line, the model starting another turn or another prompt section (SmolLM2-135M
 # goes on with "### User Question: ..." or "User: ..."). A reply may open with a label or an introduction

@@ -14,8 +14,10 @@ from ikatkit.evaluate.responses import scorers as sc
 from ikatkit.evaluate.responses.data import (Nugget, ResponseRun, load_passages, read_nuggets, read_references,
                                              read_response_runs, response_run)
 from ikatkit.evaluate.responses.measures import (LENGTH_DEFAULT, NUGGET_DEFAULT, PASSAGE_DEFAULT, REFERENCE_DEFAULT,
+                                                 RUBRIC_DEFAULT,
                                                  ResponseMeasure, parse_response_measures)
 from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD, VITAL_GRADE, EmbeddingMatcher, nugget_scores
+from ikatkit.evaluate.responses.rubrics import Rubric, RubricJudge, read_rubrics, rubric_scores, topic_of
 from ikatkit.runs.model import Run
 from ikatkit.topics import Topics
 
@@ -35,6 +37,7 @@ class ResponseScorers:
     matcher: Any = None  # LlmMatcher, or None: an EmbeddingMatcher at nugget_threshold
     nugget_threshold: float = DEFAULT_THRESHOLD
     coverage_threshold: float = COVERAGE_THRESHOLD
+    llm: Any = None  # the judge of the rubric measures (ikatkit.llm)
     _bert: sc.BertScore | None = field(default=None, init=False, repr=False)
     _embedder: sc.Embedder | None = field(default=None, init=False, repr=False)
 
@@ -49,6 +52,10 @@ class ResponseScorers:
         if self._embedder is None:
             self._embedder = sc.Embedder(self.embed_model)
         return self._embedder
+
+    def rubric_judge(self) -> RubricJudge:
+        """The LLM judge of the rubric measures; an IkatError without an LLM (never a silent zero)."""
+        return RubricJudge(self.llm)
 
     def nugget_matcher(self) -> Any:
         if self.matcher is None:
@@ -71,16 +78,17 @@ def _as_run(run: ResponseRun | Run | str | Path, topics: Topics | None) -> Respo
     return runs[0]
 
 
-def default_measures(references: bool, passages: bool, nuggets: bool) -> list[str]:
-    """The measures the given inputs allow: reference, grounding and nugget defaults, then length."""
+def default_measures(references: bool, passages: bool, nuggets: bool, rubrics: bool = False) -> list[str]:
+    """The measures the given inputs allow: reference, grounding, nugget and rubric defaults, then length."""
     return [*(REFERENCE_DEFAULT if references else ()), *(PASSAGE_DEFAULT if passages else ()),
-            *(NUGGET_DEFAULT if nuggets else ()), *LENGTH_DEFAULT]
+            *(NUGGET_DEFAULT if nuggets else ()), *(RUBRIC_DEFAULT if rubrics else ()), *LENGTH_DEFAULT]
 
 
 def evaluate_response_runs(runs: Mapping[str, ResponseRun | Run | str | Path] | Sequence[ResponseRun], *,
                            topics: Topics | None = None, references: Mapping[str, str] | str | Path | None = None,
                            nuggets: Mapping[str, list[Nugget]] | str | Path | None = None,
                            passages: Texts | str | Path | None = None, index: str | Path | None = None,
+                           rubrics: Mapping[str, list[Rubric]] | str | Path | None = None,
                            measures: Sequence[str] | None = None, scorers: ResponseScorers | None = None,
                            vital_grade: int = VITAL_GRADE, missing: str = "skip",
                            max_words: int = MAX_WORDS) -> dict[str, EvalResult]:
@@ -91,24 +99,31 @@ def evaluate_response_runs(runs: Mapping[str, ResponseRun | Run | str | Path] | 
         references = {t.qid: t.response for t in topics if t.response}
     if isinstance(nuggets, (str, Path)):
         nuggets = read_nuggets(nuggets)
+    if isinstance(rubrics, (str, Path)):
+        rubrics = read_rubrics(rubrics)
     if isinstance(passages, (str, Path)) or index is not None:
         passages = load_passages([passages] if isinstance(passages, (str, Path)) else [], index)
-    names = list(measures or default_measures(bool(references), passages is not None, nuggets is not None))
+    names = list(measures or default_measures(bool(references), passages is not None, nuggets is not None,
+                                              bool(rubrics)))
     declared = parse_response_measures(names)
     for measure in declared:
-        given = {"reference": references, "passages": passages, "nuggets": nuggets}.get(measure.needs, True)
+        given = {"reference": references, "passages": passages, "nuggets": nuggets,
+                 "rubrics": rubrics}.get(measure.needs, True)
         if not given:
             fix = {"reference": "pass --topics (canonical responses) or --references",
-                   "passages": "pass --passages JSONL or --index", "nuggets": "pass --nuggets"}[measure.needs]
+                   "passages": "pass --passages JSONL or --index", "nuggets": "pass --nuggets",
+                   "rubrics": "pass --rubrics (rubrics.csv)"}[measure.needs]
             raise IkatError(f"{measure.name} needs {measure.needs}", where="--measures", fix=fix)
     scorers = scorers or ResponseScorers()
+    if any(m.needs == "rubrics" for m in declared):
+        scorers.rubric_judge()  # no LLM: the error now, before any model loads
     if isinstance(runs, Mapping):
         items = {name: _as_run(run, topics) for name, run in runs.items()}
         items = {name: ResponseRun(name, r.responses, r.used) for name, r in items.items()}
     else:
         items = {r.name: r for r in runs}
     return {name: _evaluate(run, declared, scorers, topics, references or {}, nuggets, passages, vital_grade,
-                            missing, max_words) for name, run in items.items()}
+                            missing, max_words, rubrics) for name, run in items.items()}
 
 
 def evaluate_responses(run: ResponseRun | Run | str | Path, **options: Any) -> EvalResult:
@@ -126,12 +141,16 @@ def evaluate_responses(run: ResponseRun | Run | str | Path, **options: Any) -> E
 
 def _evaluate(run: ResponseRun, declared: list[ResponseMeasure], scorers: ResponseScorers, topics: Topics | None,
               references: Mapping[str, str], nuggets: Mapping[str, list[Nugget]] | None, passages: Texts | None,
-              vital_grade: int, missing: str, max_words: int) -> EvalResult:
+              vital_grade: int, missing: str, max_words: int,
+              rubrics: Mapping[str, list[Rubric]] | None = None) -> EvalResult:
     warnings: list[str] = []
     known = set(topics.qids) if topics is not None else set(nuggets) if nuggets is not None else set(references)
+    if topics is None and rubrics:
+        known |= {q for q in run.responses if topic_of(q) in rubrics}
     unknown = [q for q in run.responses if q not in known]
     if unknown:
-        source = "topics" if topics is not None else "nugget file" if nuggets is not None else "references"
+        source = ("topics" if topics is not None else "nugget file" if nuggets is not None
+                  else "references or rubrics" if rubrics else "references")
         warnings.append(f"{len(unknown)} turns of run {run.name} are not in the {source}, skipped "
                         f"(e.g. {', '.join(unknown[:3])})")
     turns = [q for q in run.responses if q in known]
@@ -181,6 +200,17 @@ def _evaluate(run: ResponseRun, declared: list[ResponseMeasure], scorers: Respon
             support = matcher.support([responses[q] for q in scored], [nuggets[q] for q in scored], queries)
             rows = [nugget_scores(nuggets[q], s, vital_grade) for q, s in zip(scored, support)]
             values = {m.key: [row.get(m.key) for row in rows] for m in measures}
+        elif needs == "rubrics":
+            assert rubrics is not None
+            judge = scorers.rubric_judge()
+            by_topic = rubric_scores({q: responses[q] for q in turns}, rubrics, judge)
+            info["rubric_judge"] = judge.label
+            info["rubric_scores"] = {topic: row["scores"] for topic, row in by_topic.items()}
+            info["topics_without_rubrics"] = sorted({topic_of(q) for q in turns} - set(by_topic))
+            for topic in by_topic:
+                per_query.setdefault(topic, {})  # one row per dialogue, keyed by its topic
+            scored = list(by_topic)
+            values = {m.key: [by_topic[t][m.key] for t in scored] for m in measures}
         else:
             scored = turns
             texts = [responses[q] for q in turns]

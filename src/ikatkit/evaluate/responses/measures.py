@@ -2,7 +2,8 @@
 
 ``needs`` is the input a turn must have to be scored: ``reference`` (a reference response: the topics' canonical
 ``response`` or a reference file), ``passages`` (the texts of the passages the response marks as used),
-``nuggets`` (gold nuggets of the turn) or ``none``. A turn lacking that input gets no value for the measure and
+``nuggets`` (gold nuggets of the turn), ``rubrics`` (the rubric questions of the turn's topic, 2025; scored per
+dialogue by an LLM judge, :mod:`rubrics`) or ``none``. A turn lacking that input gets no value for the measure and
 is reported, never scored 0. BERTScore measures are printed with the model and layer (``BERTScore-R[all-MiniLM-L6-v2:L6]``).
 """
 
@@ -16,8 +17,8 @@ from ikatkit.errors import IkatError
 @dataclass(frozen=True)
 class ResponseMeasure:
     name: str
-    needs: str  # reference | passages | nuggets | none
-    scorer: str  # rouge | tokens | bertscore | embedding | grounding | citation | nuggets | length
+    needs: str  # reference | passages | nuggets | rubrics | none
+    scorer: str  # rouge | tokens | bertscore | embedding | grounding | citation | nuggets | rubrics | length
     key: str  # the column of the scorer's output
     definition: str
 
@@ -56,6 +57,11 @@ MEASURES: dict[str, ResponseMeasure] = {m.name: m for m in (
                     "share of the vital nuggets fully supported"),
     ResponseMeasure("WeightedRecall", "nuggets", "nuggets", "weighted",
                     "AutoNuggetizer weighted recall: vital weight 1, okay 0.5; sum(weight*support) / sum(weight)"),
+    ResponseMeasure("RubricCoverage", "rubrics", "rubrics", "coverage",
+                    "share of the topic's rubric questions an LLM judge scores >= 3 (0-5) on the dialogue's best "
+                    "response: one value per dialogue (topic), the organizers' 2025 interactive evaluation"),
+    ResponseMeasure("RubricScore", "rubrics", "rubrics", "score",
+                    "mean over the topic's rubric questions of the judge's best 0-5 score over the dialogue's responses"),
     ResponseMeasure("Words", "none", "length", "words", "words (white-space separated) in the response"),
     ResponseMeasure("Sentences", "none", "length", "sentences", "sentences in the response (rule splitter)"),
     ResponseMeasure("Empty", "none", "length", "empty", "1 for an empty response, else 0 (its mean: share empty)"),
@@ -64,6 +70,7 @@ MEASURES: dict[str, ResponseMeasure] = {m.name: m for m in (
 REFERENCE_DEFAULT = ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-L-R", "Recall", "BERTScore-R", "BERTScore-F1")
 PASSAGE_DEFAULT = ("K-Precision", "BERTScore-KP", "CitationCoverage")
 NUGGET_DEFAULT = ("NuggetRecall", "NuggetRecall-graded", "VitalRecall", "WeightedRecall")
+RUBRIC_DEFAULT = ("RubricCoverage", "RubricScore")
 LENGTH_DEFAULT = ("Words", "Sentences", "Empty")
 
 

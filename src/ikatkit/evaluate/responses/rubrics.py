@@ -1,0 +1,146 @@
+"""Rubric coverage of dialogues (iKAT 2025 interactive evaluation): an LLM judge scores answers against rubric questions.
+
+The organizers' simulator scores how well a system answer covers a rubric question on 0-5 with an LLM and counts a
+rubric covered at 3 or more. Here a dialogue (all responses of one topic: an interactive run's dump or an offline
+conversation) scores each of its topic's rubric questions by its best response (the judge sees one response at a
+time, the ``rubric_score`` prompt, a close copy of the organizers' ``rubric_score_prompt``):
+
+- ``RubricCoverage``: share of the topic's rubric questions whose best score is >= ``COVERED`` (3);
+- ``RubricScore``: mean best score (0-5) over the topic's rubric questions.
+
+The 0-5 score of every rubric is kept (``info["rubric_scores"]``). An output naming no score 0-5 counts as a parse
+fallback of the LLM and scores 0 (counted, reported). Without an LLM: one IkatError, never a zero.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+from ikatkit.evaluate.responses.data import ResponseRun
+
+COVERED = 3
+RUBRIC_ID = re.compile(r"(.+)-r(\d+)")
+
+
+@dataclass(frozen=True)
+class Rubric:
+    id: str  # 1-1-r3
+    topic: str  # 1-1
+    question: str
+
+
+def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
+    """Rubric questions by topic from the organizers' ``"id","rubrik"`` CSV (rubrics.csv, assessed-rubrics.csv)."""
+    path = Path(path)
+    if not path.is_file():
+        raise IkatError("rubric file not found", path=path, fix="pass rubrics.csv or assessed-rubrics.csv")
+    shape = 'a CSV with header "id","rubrik" and ids {topic}-r{n} (e.g. 1-1-r3)'
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or [h.strip().lower() for h in header[:2]] != ["id", "rubrik"]:
+            raise IkatError(f"unexpected header {header}", path=path, where="line 1", fix=shape)
+        out: dict[str, list[Rubric]] = {}
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            match = RUBRIC_ID.fullmatch(row[0].strip()) if len(row) >= 2 and row[1].strip() else None
+            if match is None:
+                raise IkatError(f"not a rubric row: {row}", path=path, where=f"line {reader.line_num}", fix=shape)
+            out.setdefault(match.group(1), []).append(Rubric(row[0].strip(), match.group(1), row[1].strip()))
+    if not out:
+        raise IkatError("no rubrics in the file", path=path, fix=shape)
+    return out
+
+
+def is_dump(path: str | Path) -> bool:
+    """Whether a file is the organizers' interactive-run dump (JSON lines whose responses have ``assistant_text``)."""
+    try:
+        with Path(path).open(encoding="utf-8") as handle:
+            first = json.loads(handle.readline())
+    except (OSError, ValueError):
+        return False
+    responses = first.get("responses") if isinstance(first, dict) else None
+    return bool(responses) and isinstance(responses[0], dict) and "assistant_text" in responses[0]
+
+
+def read_dump(path: str | Path) -> ResponseRun:
+    """The responses of an interactive run's dump (``GET /run/dump``: one JSON object per turn,
+    ``metadata.topic_id`` = ``{topic}_{turn}``, ``responses[0].assistant_text``); the run is ``metadata.run_id``."""
+    path = Path(path)
+    responses: dict[str, str] = {}
+    name = ""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            turn = str(record["metadata"]["topic_id"])
+            text = record["responses"][0]["assistant_text"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise IkatError("not a dump record", path=path, where=f"line {number}",
+                            fix='one {"metadata": {"topic_id", "run_id"}, "responses": [{"assistant_text"}]} '
+                                "per line, as /run/dump returns") from None
+        name = name or str(record["metadata"].get("run_id", ""))
+        responses[turn] = str(text or "")
+    if not responses:
+        raise IkatError("the dump holds no turn", path=path, fix="dump a run that has answered turns")
+    return ResponseRun(name or path.stem, responses)
+
+
+def topic_of(turn: str) -> str:
+    """The topic of a turn id ``{topic}_{turn}`` (``1-1_3`` -> ``1-1``)."""
+    return turn.rsplit("_", 1)[0]
+
+
+def parse_score(output: str) -> int | None:
+    """The first digit 0-5 of a judge's output standing alone (``4``, ``Score: 4``, ``4: mostly ...``); else None."""
+    match = re.search(r"(?<![\d.])([0-5])(?!\d|\.\d)", output)
+    return int(match.group(1)) if match else None
+
+
+class RubricJudge:
+    """Scores (rubric question, answer) pairs 0-5 with an LLM of ``ikatkit.llm`` (the ``rubric_score`` prompt)."""
+
+    def __init__(self, llm: Any, max_new_tokens: int = 4) -> None:
+        if llm is None:
+            raise IkatError("rubric measures need an LLM judge", where="RubricCoverage / RubricScore",
+                            fix="pass --llm-config (e.g. backend transformers, model bundled:smollm2)")
+        self.llm, self.max_new_tokens = llm, max_new_tokens
+        self.label = f"LLM {llm.backend}:{llm.model}"
+
+    def scores(self, questions: Sequence[str], answers: Sequence[str]) -> list[int]:
+        from ikatkit.llm.prompts import render
+
+        batch = [render("rubric_score", query=q, response=a) for q, a in zip(questions, answers)]
+        out = []
+        for answer, output in zip(answers, self.llm.chat(batch, max_new_tokens=self.max_new_tokens) if batch else []):
+            value = parse_score(output)
+            if value is None:
+                self.llm.count_fallback("rubric score not understood: 0")
+            out.append(0 if value is None or not answer.strip() else value)
+        return out
+
+
+def rubric_scores(responses: Mapping[str, str], rubrics: Mapping[str, list[Rubric]],
+                  judge: RubricJudge) -> dict[str, dict[str, Any]]:
+    """Per topic with rubrics and responses: ``scores`` (best 0-5 per rubric id over the dialogue's responses),
+    ``coverage`` (share >= ``COVERED``) and ``score`` (mean)."""
+    dialogues: dict[str, list[str]] = {}
+    for turn, text in responses.items():
+        dialogues.setdefault(topic_of(turn), []).append(text)
+    pairs = [(topic, r, text) for topic, texts in dialogues.items() for r in rubrics.get(topic, []) for text in texts]
+    values = judge.scores([r.question for _, r, _ in pairs], [text for _, _, text in pairs])
+    best: dict[str, dict[str, int]] = {}
+    for (topic, rubric, _), value in zip(pairs, values):
+        scores = best.setdefault(topic, {})
+        scores[rubric.id] = max(scores.get(rubric.id, 0), value)
+    return {topic: {"scores": scores, "coverage": sum(v >= COVERED for v in scores.values()) / len(scores),
+                    "score": sum(scores.values()) / len(scores)} for topic, scores in best.items()}
