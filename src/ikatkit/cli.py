@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ikatkit import __version__
 from ikatkit.collection.readers import FORMATS
+from ikatkit.commands import interactive, simulate
 from ikatkit.errors import IkatError
 
 if TYPE_CHECKING:
@@ -855,7 +856,7 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_topics, _add_validate, _add_convert, _add_eval, _add_eval_responses, _add_compare, _add_index, _add_search, _add_run, _add_finetune, _add_partition,
                                                              _add_rerank, _add_ptkb,
-                                                             _add_demo, _add_context]
+                                                             _add_demo, _add_context, interactive.add, simulate.add]
 
 
 def build_parser() -> argparse.ArgumentParser:
