@@ -1,5 +1,5 @@
 """The interactive task over real HTTP on loopback: the local simulator (FastAPI + uvicorn in a thread) and
-`ikatkit interactive` (in-process and as a killed and resumed subprocess), on the embedded demo collection."""
+`ikatkit interactive` (in-process, and as a subprocess killed mid-run), on the embedded demo collection."""
 
 from __future__ import annotations
 
@@ -32,17 +32,13 @@ from ikatkit.topics import load_topics
 TOKEN = "local-test-token"
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-# manual-like, no LLM: resolved utterance (raw here: the API sends none) -> BM25 -> bi-encoder -> top passage
+# manual-like, no model: resolved utterance (raw here: the API sends none) -> gold PTKB (none) -> BM25 -> top passage
 CONFIG = """name = "interactive-test"
-description = "BM25 top-20, MiniLM re-rank, extractive answer"
+description = "BM25 top-20, extractive answer"
 run_type = "manual"
 
 [resources.bm25]
 kind = "bm25"
-
-[resources.minilm]
-kind = "bi-encoder"
-model = "bundled:minilm"
 
 [[stages]]
 stage = "manual_query"
@@ -56,16 +52,10 @@ k = 20
 expand_ptkb = false
 
 [[stages]]
-stage = "rerank"
-ranker = "minilm"
-
-[[stages]]
 stage = "respond"
 task = "extractive"
 passages = 2
 """
-BM25_ONLY = CONFIG.split("[resources.minilm]")[0] + CONFIG.split('model = "bundled:minilm"\n')[1].replace(
-    '[[stages]]\nstage = "rerank"\nranker = "minilm"\n\n', "")
 
 
 @contextmanager
@@ -99,13 +89,6 @@ def token(monkeypatch):
 def config(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("configs") / "interactive.toml"
     path.write_text(CONFIG, encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def bm25_config(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("configs") / "bm25.toml"
-    path.write_text(BM25_ONLY, encoding="utf-8")
     return path
 
 
@@ -208,7 +191,7 @@ def test_full_run_validated_and_read(demo_topics, demo_index, config, token, tmp
         assert rows == [json.loads(line) for line in sim.dump("team-a", "full").splitlines()]
         manifest = json.loads(outcome.manifest_file.read_text())
         assert manifest["dump"]["matches_local"] is True and manifest["turns"] == 12
-        assert set(manifest["seconds_per_stage"]) == {"manual_query", "gold_ptkb", "retrieve", "rerank", "respond"}
+        assert set(manifest["seconds_per_stage"]) == {"manual_query", "gold_ptkb", "retrieve", "respond"}
         assert TOKEN not in "".join(p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file())
         requests = len(sim.requests)
         again = run_interactive(config, url, "full", tmp_path / "out", index=demo_index, progress=False)
@@ -241,13 +224,14 @@ def _cli(config: Path, url: str, run_id: str, out: Path, index: Path) -> list[st
             "--out", str(out), "--index", str(index)]
 
 
-def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, bm25_config, token, tmp_path):
+def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, config, token, tmp_path):
+    """SIGKILL a subprocess run mid-way, rerun it (here in-process): the dump is an uninterrupted run's."""
     sim = sim_of(demo_topics)
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with serve(sim) as url:
-        whole = run_interactive(bm25_config, url, "whole", tmp_path / "whole", index=demo_index, progress=False)
+        whole = run_interactive(config, url, "whole", tmp_path / "whole", index=demo_index, progress=False)
         out = tmp_path / "killed"
-        process = subprocess.Popen(_cli(bm25_config, url, "killed", out, demo_index), env=env,
+        process = subprocess.Popen(_cli(config, url, "killed", out, demo_index), env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while len(list((out / "turns").glob("*.json"))) < 4:
             assert process.poll() is None, "the run ended before it could be killed"
@@ -257,10 +241,8 @@ def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, bm
         computed = [json.loads(p.read_text()) for p in (out / "turns").glob("*.json")]
         before = sum("sent" in t for t in computed)
         assert before < 12
-        resumed = subprocess.run(_cli(bm25_config, url, "killed", out, demo_index), env=env, capture_output=True,
-                                 text=True, timeout=300)
-        assert resumed.returncode == 0, resumed.stderr
-        assert f"({12 - before} computed now)" in resumed.stdout  # no turn computed before the kill again
+        resumed = run_interactive(config, url, "killed", out, index=demo_index, progress=False)
+        assert resumed.computed_now == 12 - before  # no turn computed before the kill is computed again
     assert answered(read_dump(out / "killed.jsonl")) == answered(read_dump(whole.dump_file))
     assert len(read_dump(out / "killed.jsonl")) == 14  # every utterance answered once, and two farewells
 
@@ -268,23 +250,23 @@ def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, bm
 # ---------------------------------------------------------------- errors, each one line with its fix
 
 
-def test_token_missing_or_rejected(demo_topics, bm25_config, demo_index, monkeypatch, tmp_path):
+def test_token_missing_or_rejected(demo_topics, config, demo_index, monkeypatch, tmp_path):
     monkeypatch.delenv("IKAT_API_TOKEN", raising=False)
     with pytest.raises(IkatError, match="IKAT_API_TOKEN is not set.*fix: export IKAT_API_TOKEN"):
-        run_interactive(bm25_config, "http://127.0.0.1:9", "r", tmp_path / "a", index=demo_index)
+        run_interactive(config, "http://127.0.0.1:9", "r", tmp_path / "a", index=demo_index)
     monkeypatch.setenv("IKAT_API_TOKEN", "wrong-token")
     with serve(sim_of(demo_topics)) as url:
         with pytest.raises(IkatError, match="refused the token \\(401: Token is invalid.\\)") as err:
-            run_interactive(bm25_config, url, "r", tmp_path / "b", index=demo_index)
+            run_interactive(config, url, "r", tmp_path / "b", index=demo_index)
     assert "wrong-token" not in str(err.value)
 
 
-def test_run_id_taken_or_complete(demo_topics, bm25_config, demo_index, token, tmp_path):
+def test_run_id_taken_or_complete(demo_topics, config, demo_index, token, tmp_path):
     sim = sim_of(demo_topics)
     with serve(sim) as url:
-        run_interactive(bm25_config, url, "done", tmp_path / "a", index=demo_index, progress=False)
+        run_interactive(config, url, "done", tmp_path / "a", index=demo_index, progress=False)
         with pytest.raises(IkatError, match="run id 'done' is taken or already complete \\(412: .*fix: choose"):
-            run_interactive(bm25_config, url, "done", tmp_path / "b", index=demo_index)
+            run_interactive(config, url, "done", tmp_path / "b", index=demo_index)
 
 
 def test_422_shows_the_server_detail(demo_topics):
@@ -296,10 +278,10 @@ def test_422_shows_the_server_detail(demo_topics):
         client.close()
 
 
-def test_budget_exhausted_shows_the_figures(demo_topics, bm25_config, demo_index, token, tmp_path):
+def test_budget_exhausted_shows_the_figures(demo_topics, config, demo_index, token, tmp_path):
     with serve(sim_of(demo_topics, run_limit=0)) as url:
         with pytest.raises(IkatError, match="budget exhausted .*run: 0 runs left"):
-            run_interactive(bm25_config, url, "r", tmp_path / "a", index=demo_index)
+            run_interactive(config, url, "r", tmp_path / "a", index=demo_index)
 
 
 class OutageAfter(ReplayUser):
@@ -327,37 +309,71 @@ def outage_sim(topics, store: Path | None = None, at: tuple[int, int] = (3, 2), 
     return sim
 
 
-def test_server_errors_retried_then_a_resumable_stop(demo_topics, demo_index, bm25_config, token, tmp_path):
+def test_server_errors_retried_then_a_resumable_stop(demo_topics, demo_index, config, token, tmp_path):
     with serve(sim_of(demo_topics)) as url:
-        reference = run_interactive(bm25_config, url, "r", tmp_path / "ref", index=demo_index, progress=False)
+        reference = run_interactive(config, url, "r", tmp_path / "ref", index=demo_index, progress=False)
     sim = outage_sim(demo_topics)
     with serve(sim) as url:
         out = tmp_path / "out"
         with pytest.raises(Unavailable, match="503.*fix: rerun the same command to resume"):
-            run_interactive(bm25_config, url, "r", out, index=demo_index, retries=2, backoff=0.01, progress=False)
+            run_interactive(config, url, "r", out, index=demo_index, retries=2, backoff=0.01, progress=False)
         assert sim.unavailable > 0  # survived the 2-request outage in conversation 1, stopped in the long one
         sim.unavailable = 0
-        outcome = run_interactive(bm25_config, url, "r", out, index=demo_index, retries=2, backoff=0.01,
+        outcome = run_interactive(config, url, "r", out, index=demo_index, retries=2, backoff=0.01,
                                   progress=False)
     assert answered(read_dump(outcome.dump_file)) == answered(read_dump(reference.dump_file))
 
 
-def test_server_restart_continues_the_inactive_run(demo_topics, demo_index, bm25_config, token, tmp_path):
+def test_server_restart_continues_the_inactive_run(demo_topics, demo_index, config, token, tmp_path):
     store, out = tmp_path / "server.json", tmp_path / "out"
     first, second = demo_topics.conversations
     sim = outage_sim(demo_topics, store, at=(3, 99), lengths=(100, 0))
     with serve(sim) as url:
         with pytest.raises(Unavailable):
-            run_interactive(bm25_config, url, "r", out, index=demo_index, retries=1, backoff=0.01, progress=False)
+            run_interactive(config, url, "r", out, index=demo_index, retries=1, backoff=0.01, progress=False)
     port = int(url.rsplit(":", 1)[1])
     restarted = sim_of(demo_topics, store=store)  # the runs and requests are kept; no run is active
     with serve(restarted, port) as again:
         assert httpx.get(f"{again}/run/status", params={"run_id": "r"},
                          headers={"Authorization": f"Bearer {TOKEN}"}).json()["status"] == "inactive"
-        outcome = run_interactive(bm25_config, again, "r", out, index=demo_index, progress=False)
+        outcome = run_interactive(config, again, "r", out, index=demo_index, progress=False)
         assert restarted.status("r")["status"] == "complete"
     rows = read_dump(outcome.dump_file)
     ids = [r["metadata"]["topic_id"] for r in rows]
     # conversation 1 stopped after its third answer (the session was lost with the server); 2 ran in full
     assert ids == [f"{first.id}_{i}" for i in (1, 2, 3)] + [f"{second.id}_{i}" for i in range(1, 8)]
     assert [r["responses"][0]["user_utterance"] for r in rows[3:9]] == [t.utterance for t in second.turns]
+
+
+# ---------------------------------------------------------------- LLM users
+
+
+def test_personas_of_the_2025_simulation_data(ikat2023):
+    from ikatkit.simulate.users import load_personas
+
+    personas = load_personas(ikat2023.parent / "2025-simulation")
+    first = personas["1-1"][0]
+    assert first.id == "1_1" and first.statements[0] == "You enjoy apple, kiwi, and watermelon."
+    assert first.questions[0] == "What  food is good for stomach acid reflux and some that I should avoid?"
+    assert len(first.questions) == 6 and first.questions[-1] == "How do medication for stomach acid reflux work?"
+
+
+def test_llm_users_ask_and_leave_within_the_turn_limit(demo_topics):
+    from ikatkit.llm import make_llm
+    from ikatkit.simulate.users import llm_users
+
+    topics = demo_topics.subset([demo_topics.conversations[0].id])
+    llm = make_llm({"backend": "transformers", "model": "bundled:smollm2", "max_new_tokens": 24})
+    sim = Simulator(llm_users(topics, {}, llm, max_turns=2), {TOKEN: "team-a"})
+    with serve(sim) as url:
+        client = ApiClient(url, TOKEN)
+        message, said = client.start("llm", "d", {}), 1
+        while not message["last_response_of_session"]:
+            assert message["utterance"].strip()
+            message = client.continue_("llm", "Lentils and tofu are good protein sources.", {}, {})
+            said += 1
+        assert message["last_response_of_run"] and message["utterance"] == FAREWELL and said <= 3
+        rows = client.dump("llm")
+        client.close()
+    question = topics.conversations[0].turns[0].resolved_utterance or topics.conversations[0].turns[0].utterance
+    assert rows[0]["responses"][0]["user_meta"]["rubric"] == question  # the persona's first question, from its topic

@@ -14,6 +14,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                     "codes, budgets and 250-token rule. The team's token is $IKAT_API_TOKEN (or --token).")
     p.add_argument("--topics", required=True, help="topics file (any year): one session per conversation, in order")
     p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
+    p.add_argument("--conversations", nargs="+", help="only these conversations, in this order")
     p.add_argument("--users", choices=["replay", "llm"], default="replay",
                    help="replay: the recorded utterances, then goodbye; llm: a persona asks its questions")
     p.add_argument("--port", type=int, default=8600, help="port on 127.0.0.1 (default 8600)")
@@ -42,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if not token:
         raise IkatError("no token for the simulator", fix="export IKAT_API_TOKEN=<any secret> (or pass --token)")
     topics = load_topics(args.topics, args.year)
+    if args.conversations:
+        topics = topics.subset(args.conversations)
     if args.users == "replay":
         users = replay_users(topics)
     else:
