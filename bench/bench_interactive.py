@@ -7,6 +7,7 @@ Configs (over a Lucene index of the 894 real 2023 provenance passages):
   the cross-encoder is the bundled MiniLM-L6 with an untrained one-logit head, the architecture and cost of
   cross-encoder/ms-marco-MiniLM-L-6-v2 (its scores are meaningless: latency only).
 - ``bm25-bi``: BM25 top-100 -> bundled MiniLM bi-encoder re-rank -> extractive answer.
+- ``bm25``: configs/interactive_extractive.toml (BM25 top-100 -> extractive answer, no model): the floor.
 - ``demo``: configs/demo.toml (SmolLM2-135M rewrite and answer, MiniLM PTKB and re-rank), on ``--demo-conversations``.
 
 HTTP: each turn's ``/run/continue`` round trip (the client's time in the call, the simulator's work included) and,
@@ -127,7 +128,7 @@ def main() -> None:
     parser.add_argument("--work", default=".cache/bench-interactive")
     parser.add_argument("--conversations", type=int, default=0, help="first N 2023 conversations (0 = all 25)")
     parser.add_argument("--demo-conversations", type=int, default=2, help="conversations for configs/demo.toml")
-    parser.add_argument("--configs", nargs="+", default=["bm25-ce", "bm25-bi", "demo"])
+    parser.add_argument("--configs", nargs="+", default=["bm25", "bm25-bi", "bm25-ce", "demo"])
     args = parser.parse_args()
     from ikatkit.interactive.driver import run_interactive
     from ikatkit.simulate.server import Simulator
@@ -151,8 +152,9 @@ def main() -> None:
         n = args.demo_conversations if name == "demo" else args.conversations
         ids = [c.id for c in all_topics.conversations][: n or None]
         topics = all_topics.subset(ids)
-        if name == "demo":
-            config = Path(__file__).resolve().parents[1] / "configs" / "demo.toml"
+        if name in ("demo", "bm25"):
+            config = Path(__file__).resolve().parents[1] / "configs" / (
+                "demo.toml" if name == "demo" else "interactive_extractive.toml")
         else:
             config = work / f"{name}.toml"
             config.write_text(configs[name], encoding="utf-8")
