@@ -377,3 +377,26 @@ def test_llm_users_ask_and_leave_within_the_turn_limit(demo_topics):
         client.close()
     question = topics.conversations[0].turns[0].resolved_utterance or topics.conversations[0].turns[0].utterance
     assert rows[0]["responses"][0]["user_meta"]["rubric"] == question  # the persona's first question, from its topic
+
+
+# ---------------------------------------------------------------- --track-persona
+
+
+def test_track_persona_needs_the_stage(config, token, tmp_path):
+    with pytest.raises(IkatError, match="--track-persona needs the track_persona stage"):
+        run_interactive(config, "http://127.0.0.1:9", "r", tmp_path / "a", track_persona=True)
+
+
+def test_track_persona_goes_before_the_ptkb_stages(config, monkeypatch):
+    from ikatkit.interactive.driver import with_persona_tracking
+    from ikatkit.pipelines.config import load_config
+    from ikatkit.pipelines.stages import STAGES
+
+    class TrackPersona:  # a stand-in registered under the name the persona branch's stage has
+        name = "track_persona"
+
+    monkeypatch.setitem(STAGES, "track_persona", TrackPersona)
+    tracked = with_persona_tracking(load_config(config))
+    assert [s["stage"] for s in tracked.stages] == ["manual_query", "track_persona", "gold_ptkb", "retrieve",
+                                                    "respond"]
+    assert with_persona_tracking(tracked).stages == tracked.stages

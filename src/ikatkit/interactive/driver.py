@@ -3,7 +3,8 @@
 The stages and resources load once (as ``ikatkit run`` loads them), on the first turn that needs computing. Per
 message: a :class:`TurnRecord` from the message's history, topic and user ids; the stages; the response cut at a
 sentence boundary to the server's 250 tokens; the ranking's top ``k`` as citations; in ``meta`` the PTKB
-statements used (``ptkb_provenance``) and the passages the response was built from (``used_passages``). Before each request the turn and the state are saved (:mod:`ikatkit.interactive.state`), so a rerun of
+statements used (``ptkb_provenance``) and the passages the response was built from (``used_passages``). Before
+each request the turn and the state are saved (:mod:`ikatkit.interactive.state`), so a rerun of
 the same command after a kill, a network failure or a server restart continues the server's open run from
 ``/run/session`` and ``/run/status``: it never starts a second run, never answers one utterance twice, and does
 not recompute a turn it already computed. A completed run is reported, not restarted.
@@ -138,8 +139,8 @@ class InteractiveRun:
                  cache: Path, debug: bool, description: str, extra: dict[str, Any], k: int, tries: int = 4,
                  backoff: float = 1.0, progress: bool = True) -> None:
         self.config, self.client, self.run_id, self.out, self.debug = config, client, run_id, out, debug
-        self.description, self.extra, self.tries, self.backoff, self.progress = description, extra, tries, backoff, progress
-        self.index = index
+        self.description, self.extra, self.index = description, extra, index
+        self.tries, self.backoff, self.progress = tries, backoff, progress
         self.parts = fingerprint_parts(config.raw, [], 0, index, models=False)
         self.answerer = Answerer(config, index, cache, k)
         self.computed = 0
@@ -328,8 +329,8 @@ class InteractiveRun:
         def pct(values: list[float]) -> dict[str, float | None]:
             if not values:
                 return {"p50": None, "p95": None, "mean": None}
-            return {"p50": round(float(np.percentile(values, 50)), 4), "p95": round(float(np.percentile(values, 95)), 4),
-                    "mean": round(float(np.mean(values)), 4)}
+            return {"p50": round(float(np.percentile(values, 50)), 4),
+                    "p95": round(float(np.percentile(values, 95)), 4), "mean": round(float(np.mean(values)), 4)}
 
         return {
             "run_id": self.run_id, "api": self.client.base_url, "debug": self.debug, "team_id": self.state.team_id,

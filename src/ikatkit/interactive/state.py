@@ -42,8 +42,8 @@ class RunState:
 
     def check(self, run_id: str, api: str, debug: bool, fingerprint: str, out: Path) -> None:
         """Refuse to continue another run, API or config from this folder."""
-        for name, kept, given in (("--run-id", self.run_id, run_id), ("--api", self.api, api),
-                                  ("--debug", self.debug, debug), ("config fingerprint", self.fingerprint, fingerprint)):
+        for name, kept, given in (("--run-id", self.run_id, run_id), ("--api", self.api, api), ("--debug", self.debug,
+                                  debug), ("config fingerprint", self.fingerprint, fingerprint)):
             if kept != given:
                 raise IkatError(f"this folder holds run {self.run_id!r} of another {name} ({kept!r}, now {given!r})",
                                 path=out / "state.json", fix="rerun with the run's own options, or use a new --out")

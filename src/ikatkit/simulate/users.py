@@ -67,7 +67,7 @@ def load_personas(folder: str | Path) -> dict[str, list[Persona]]:
     path = Path(folder) / "simulation-data.csv"
     if not path.is_file():
         raise IkatError("simulation data not found", path=path,
-                        fix="pass --persona-data with the folder of simulation-data.csv (../shared/ikat/2025-simulation)")
+                        fix="pass --persona-data: the folder of simulation-data.csv (../shared/ikat/2025-simulation)")
     personas: dict[str, list[Persona]] = {}
     with path.open(encoding="utf-8-sig", newline="") as handle:
         rows = csv.reader(handle, delimiter=";")
