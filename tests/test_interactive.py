@@ -358,6 +358,7 @@ def test_personas_of_the_2025_simulation_data(ikat2023):
     assert len(first.questions) == 6 and first.questions[-1] == "How do medication for stomach acid reflux work?"
 
 
+@pytest.mark.slow  # SmolLM2 says and grades each turn: ~4 min on the loaded 2-core machine
 def test_llm_users_ask_and_leave_within_the_turn_limit(demo_topics):
     from ikatkit.llm import make_llm
     from ikatkit.simulate.users import llm_users
