@@ -13,7 +13,8 @@ import sys
 from collections.abc import Callable
 
 from ikatkit import __version__
-from ikatkit.commands import context, evaluate, finetune, index, matcher, partition, persona, run, runs, search, stages, topics
+from ikatkit.commands import (context, evaluate, finetune, index, interactive, matcher, partition, persona, run, runs,
+                              search, simulate, stages, topics)
 from ikatkit.errors import IkatError
 
 
@@ -54,6 +55,8 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     stages.add,
     persona.add,
     matcher.add,
+    interactive.add,
+    simulate.add,
 ]
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ Each official format is a view of :class:`~ikatkit.runs.model.Run` shaped by its
   Reading puts the references on the first response (``used`` = cited by it) and the citations of
   later responses on those; a citation's score in the first response is its reference score.
 - TREC: ``qid Q0 pid rank score run_name``, from :meth:`Run.trec_ranking`.
+- interactive (read only): the simulation API's run dump, one JSON object per answered user utterance
+  (``metadata.topic_id`` = ``{topic}_{n}``, ``responses[0]`` = the utterance, ``assistant_text``,
+  ``assistant_citations`` in rank order, ``assistant_meta``: ``ptkb_provenance`` and ``used_passages`` where
+  ikatkit wrote it); a session's farewell (no
+  ``assistant_text``) is not a turn.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from ikatkit.topics import Topics
 log = logging.getLogger(__name__)
 
 FORMATS = ("2023", "2024", "2025", "trec")
-READ_FORMATS = (*FORMATS, "dict")
+READ_FORMATS = (*FORMATS, "dict", "interactive")
 MAX_REFERENCES = 1000
 Record = tuple[str, Any]  # (where it is: "line 3" or "", parsed JSON)
 
@@ -69,6 +74,8 @@ def load_records(path: str | Path, fmt: str | None = None) -> tuple[str, list[Re
         return "trec", _trec_records(text, path)
     if fmt == "2025" or (fmt is None and _first_json_line_is_turn(text)):
         return "2025", _jsonl_records(text, path)
+    if fmt == "interactive" or (fmt is None and _first_json_line_is_dump(text)):
+        return "interactive", _jsonl_records(text, path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -88,6 +95,15 @@ def _first_json_line_is_turn(text: str) -> bool:
     except json.JSONDecodeError:
         return False
     return isinstance(obj, dict) and "turn_id" in obj and "turns" not in obj
+
+
+def _first_json_line_is_dump(text: str) -> bool:
+    first = text.lstrip().split("\n", 1)[0]
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "responses" in obj
 
 
 def _detect_json(data: Any, path: Path) -> str:
@@ -138,6 +154,8 @@ def from_records(records: list[Record], fmt: str, path: str | Path | None = None
         return _run_from_dict(records[0][1], path)
     if fmt == "2025":
         return _run_from_jsonl(records, topics)
+    if fmt == "interactive":
+        return _run_from_dump(records, topics)
     return _run_from_json(records[0][1], int(fmt), topics)
 
 
@@ -179,6 +197,25 @@ def _run_from_jsonl(records: list[Record], topics: Topics | None) -> Run:
             ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in r.get("ptkb_provenance") or []]
             responses.append(Response(int(r.get("rank", i + 1)), str(r.get("text", "")), passages, ptkb))
         run.turns.append(TurnResult(qid, responses))
+    return run
+
+
+def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
+    meta = records[0][1].get("metadata") or {} if records else {}
+    run = Run(str(meta.get("run_id", "")), "automatic", year=2025, team_id=str(meta.get("team_id", "")))
+    for _, entry in records:
+        qid = str((entry.get("metadata") or {}).get("topic_id", ""))
+        for r in (entry.get("responses") or [])[:1]:
+            if r.get("assistant_text") is None:  # the user's farewell: nothing was answered
+                continue
+            citations = r.get("assistant_citations") or {}
+            meta = r.get("assistant_meta") or {}
+            used = set(meta.get("used_passages") or citations)  # ikatkit names them; else every citation counts
+            passages = [PassageRef(str(pid), float(s), used=pid in used) for pid, s in citations.items()]
+            statements = meta.get("ptkb_provenance") or []
+            ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in statements]
+            run.turns.append(TurnResult(qid, [Response(int(r.get("rank", 1)), str(r["assistant_text"]), passages,
+                                                       ptkb)]))
     return run
 
 

@@ -97,6 +97,10 @@ RULES: dict[str, Rule] = {
                                "copy the statement text exactly"),
     "ptkb-score-not-decreasing": Rule(W, "PTKB scores increase down the list",
                                       "sort PTKB provenance by descending score"),
+    "bad-dump-row": Rule(E, "interactive run row without metadata.topic_id or a response",
+                         "pass the run file the simulation API's /run/dump returned"),
+    "over-token-limit": Rule(E, "response over the simulation API's 250 tokens (spaCy's blank English tokenizer)",
+                             "cut responses to 250 tokens (ikatkit interactive cuts at a sentence boundary)"),
     "too-many-warnings": Rule(E, "more warnings than the organizers' validator allows",
                               "fix the warnings; the organizers abort above this count"),
 }
@@ -226,6 +230,10 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
             return _report(collector, source, fmt, topics, _count_turns(records, fmt))
         if template.jsonl:
             _check_jsonl_records(records, collector)
+    if fmt == "interactive":
+        _check_dump_records(records, collector)
+        if any(code == "bad-dump-row" for code, _ in collector.groups):  # rows it cannot read: nothing more
+            return _report(collector, source, fmt, topics, len(records))
     if isinstance(run_or_path, Run) and fmt not in OFFICIAL:
         run = run_or_path
     else:
@@ -296,6 +304,25 @@ def _check_jsonl_records(records: list[tuple[str, Any]], c: _Collector) -> None:
                     c.add("citation-not-in-references", qid, f"{where}: responses[{i}] cites {pid}")
 
 
+def _check_dump_records(records: list[tuple[str, Any]], c: _Collector) -> None:
+    """The simulation API's rules on an interactive run: a topic id and a response per row, responses within 250
+    tokens as the server counts them, at most 1000 citations."""
+    from ikatkit.interactive.tokens import MAX_TOKENS, count_tokens
+
+    for where, entry in records:
+        meta = entry.get("metadata") if isinstance(entry, dict) else None
+        responses = entry.get("responses") if isinstance(entry, dict) else None
+        if not isinstance(meta, dict) or "topic_id" not in meta or not isinstance(responses, list) or not responses:
+            c.add("bad-dump-row", None, where)
+            continue
+        qid, text = str(meta["topic_id"]), responses[0].get("assistant_text")
+        if isinstance(text, str) and (n := count_tokens(text)) > MAX_TOKENS:
+            c.add("over-token-limit", qid, f"{qid}: {n} tokens")
+        citations = responses[0].get("assistant_citations") or {}
+        if len(citations) > 1000:
+            c.add("too-many-passages", qid, f"{qid}: {len(citations)} citations")
+
+
 class _RunChecks:
     """The rules on the run model, for every format (those a format cannot carry are skipped)."""
 
@@ -313,8 +340,8 @@ class _RunChecks:
         for turn in self.run.turns:
             if self.check_turn_id(turn.turn_id, seen):
                 self.check_turn(turn)
-        missing = [q for q in self.topics.qids if q not in seen]
-        for qid in missing:
+        missing = [q for q in self.topics.qids if q not in seen] if self.fmt != "interactive" else []
+        for qid in missing:  # an interactive run has the turns its users chose to have
             self.c.add("missing-turn", qid)
         responses = [r for t in self.run.turns for r in t.responses]
         if self.run.turns and not any(r.passages for r in responses) and (
@@ -341,6 +368,12 @@ class _RunChecks:
             self.c.add("duplicate-turn", qid)
             return False
         seen.add(qid)
+        if self.fmt == "interactive":  # the turns are the users': only the topic must be one of the topics
+            known = {c.id for c in self.topics.conversations}
+            if split_query_id(qid)[0] not in known:
+                self.c.add("unknown-turn", qid)
+                return False
+            return True
         if qid not in self.qids:
             self.c.add("unknown-turn", qid)
             return False

@@ -1,0 +1,206 @@
+"""Latency of the interactive task: seconds per turn (p50/p95) and the split by stage, over the iKAT 2023 test
+conversations replayed by the local simulator (`ikatkit simulate`'s app in a thread, real HTTP on loopback), with
+the HTTP overhead measured separately.
+
+Configs (over a Lucene index of the 894 real 2023 provenance passages):
+- ``bm25-ce``: BM25 top-100 -> cross-encoder re-rank -> extractive answer. No MS MARCO cross-encoder ships offline:
+  the cross-encoder is the bundled MiniLM-L6 with an untrained one-logit head, the architecture and cost of
+  cross-encoder/ms-marco-MiniLM-L-6-v2 (its scores are meaningless: latency only).
+- ``bm25-bi``: BM25 top-100 -> bundled MiniLM bi-encoder re-rank -> extractive answer.
+- ``bm25``: configs/interactive_extractive.toml (BM25 top-100 -> extractive answer, no model): the floor.
+- ``demo``: configs/demo.toml (SmolLM2-135M rewrite and answer, MiniLM PTKB and re-rank), on ``--demo-conversations``.
+
+HTTP: each turn's ``/run/continue`` round trip (the client's time in the call, the simulator's work included) and,
+as the anchor, a client that answers every utterance of the same conversations with an empty response (no pipeline:
+the server path alone). The HTTP share is HTTP p50 / (pipeline p50 + HTTP p50).
+
+    PYTHONPATH=src python bench/bench_interactive.py [--data ../shared/ikat/2023] [--work .cache/bench-interactive]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+TOKEN = "bench-token"
+
+PIPELINE = """name = "{name}"
+description = "BM25 top-100, {ranker} re-rank, extractive answer"
+
+[resources.bm25]
+kind = "bm25"
+
+[resources.ranker]
+kind = "{kind}"
+model = "{model}"
+
+[[stages]]
+stage = "raw_query"
+
+[[stages]]
+stage = "retrieve"
+k = 100
+expand_ptkb = false
+
+[[stages]]
+stage = "rerank"
+ranker = "ranker"
+
+[[stages]]
+stage = "respond"
+task = "extractive"
+passages = 3
+"""
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    return float(np.percentile(values, 50)), float(np.percentile(values, 95))
+
+
+def serve(sim):
+    import uvicorn
+
+    from ikatkit.simulate.server import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=0, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    return server, thread, f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+
+
+def anchor(url: str, run_id: str) -> list[float]:
+    """Seconds per /run/continue with empty responses: the HTTP path without a pipeline."""
+    from ikatkit.interactive.client import ApiClient
+
+    client = ApiClient(url, TOKEN)
+    message, seconds = client.start(run_id, "HTTP anchor: empty responses", {}), []
+    while message is not None and not message["last_response_of_run"]:
+        start = time.perf_counter()
+        message = client.continue_(run_id, "", {}, {})
+        seconds.append(time.perf_counter() - start)
+    client.close()
+    return seconds
+
+
+def index_of(data: Path, work: Path) -> Path:
+    from ikatkit.index.build import build_index
+
+    folder = work / "index-2023-894"
+    if (folder / "manifest.json").exists():
+        return folder
+    texts: dict[str, str] = {}
+    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
+        for line in (data / name).read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
+    passages = work / "passages.jsonl"
+    passages.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()))
+    build_index([passages], folder, threads=2)
+    return folder
+
+
+def cross_encoder(work: Path) -> Path:
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ikatkit.models import resolve_model
+
+    folder = work / "minilm-l6-untrained-ce"
+    if not folder.exists():
+        torch.manual_seed(0)
+        CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(folder))
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared/ikat/2023"))
+    parser.add_argument("--work", default=".cache/bench-interactive")
+    parser.add_argument("--conversations", type=int, default=0, help="first N 2023 conversations (0 = all 25)")
+    parser.add_argument("--demo-conversations", type=int, default=2, help="conversations for configs/demo.toml")
+    parser.add_argument("--configs", nargs="+", default=["bm25", "bm25-bi", "bm25-ce", "demo"])
+    args = parser.parse_args()
+    from ikatkit.interactive.driver import run_interactive
+    from ikatkit.simulate.server import Simulator
+    from ikatkit.simulate.users import replay_users
+    from ikatkit.topics import load_topics
+
+    os.environ["IKAT_API_TOKEN"] = TOKEN
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    index = index_of(Path(args.data), work)
+    all_topics = load_topics(Path(args.data) / "test_topics.json")
+    configs = {
+        "bm25-ce": PIPELINE.format(name="bm25-ce", ranker="cross-encoder (MiniLM-L6, untrained head)",
+                                   kind="cross-encoder", model=cross_encoder(work)),
+        "bm25-bi": PIPELINE.format(name="bm25-bi", ranker="MiniLM bi-encoder", kind="bi-encoder",
+                                   model="bundled:minilm"),
+    }
+    rows = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in args.configs:
+        n = args.demo_conversations if name == "demo" else args.conversations
+        ids = [c.id for c in all_topics.conversations][: n or None]
+        topics = all_topics.subset(ids)
+        if name in ("demo", "bm25"):
+            config = Path(__file__).resolve().parents[1] / "configs" / (
+                "demo.toml" if name == "demo" else "interactive_extractive.toml")
+        else:
+            config = work / f"{name}.toml"
+            config.write_text(configs[name], encoding="utf-8")
+        sim = Simulator(replay_users(topics), {TOKEN: "bench"})
+        server, thread, url = serve(sim)
+        try:
+            start = time.perf_counter()
+            outcome = run_interactive(config, url, f"{name}-{stamp}", work / f"{name}-{stamp}", index=index,
+                                      progress=False)
+            wall = time.perf_counter() - start
+            empty = anchor(url, f"anchor-{name}-{stamp}")
+        finally:
+            server.should_exit = True
+            thread.join()
+        turns = [json.loads((outcome.out / "turns" / f"{r}.json").read_text()) for r in
+                 json.loads((outcome.out / "state.json").read_text())["turns"]]
+        turns = [t for t in turns if "sent" in t]
+        pipeline = [sum(t["seconds"].values()) for t in turns]
+        http = [t["http_seconds"] for t in turns]
+        stages: dict[str, list[float]] = {}
+        for t in turns:
+            for stage, value in t["seconds"].items():
+                stages.setdefault(stage, []).append(value)
+        p50, p95 = percentiles(pipeline)
+        h50, h95 = percentiles(http)
+        a50, a95 = percentiles(empty)
+        rows.append({"config": name, "conversations": len(ids), "turns": len(turns), "wall_s": round(wall, 1),
+                     "pipeline_p50": p50, "pipeline_p95": p95,
+                     "turn_p50": float(np.percentile(np.add(pipeline, http), 50)),
+                     "turn_p95": float(np.percentile(np.add(pipeline, http), 95)),
+                     "http_p50": h50, "http_p95": h95, "anchor_http_p50": a50, "anchor_http_p95": a95,
+                     "http_share_p50": h50 / (p50 + h50),
+                     "stages_p50": {s: float(np.percentile(v, 50)) for s, v in stages.items()},
+                     "stages_p95": {s: float(np.percentile(v, 95)) for s, v in stages.items()}})
+        print(json.dumps(rows[-1]), flush=True)
+    print("\n| config | turns | turn p50 / p95 s | pipeline p50 / p95 s | HTTP p50 / p95 ms | anchor (empty) "
+          "p50 / p95 ms | HTTP share | stage p50 / p95 s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        split = ", ".join(f"{s} {r['stages_p50'][s]:.3f}/{r['stages_p95'][s]:.3f}" for s in r["stages_p50"])
+        print(f"| {r['config']} | {r['turns']} ({r['conversations']} conv.) | {r['turn_p50']:.3f} / "
+              f"{r['turn_p95']:.3f} | {r['pipeline_p50']:.3f} / {r['pipeline_p95']:.3f} | "
+              f"{1000 * r['http_p50']:.1f} / {1000 * r['http_p95']:.1f} | {1000 * r['anchor_http_p50']:.1f} / "
+              f"{1000 * r['anchor_http_p95']:.1f} | {100 * r['http_share_p50']:.1f}% | {split} |")
+    (work / f"results-{stamp}.json").write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""``ikatkit interactive``: take part in the iKAT interactive task through the organizers' simulation API."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "interactive", help="answer a simulated user through the iKAT simulation API with a pipeline config",
+        description="Start (or resume) an interactive run: each user message is answered by the config's stages "
+                    "on a one-turn record. The team token only from $IKAT_API_TOKEN. Rerun the same command after "
+                    "a kill, a network failure or a server restart to continue the run; a complete run is "
+                    "reported, not restarted. See docs/interactive.md.")
+    p.add_argument("config", help="a run config, e.g. configs/demo.toml")
+    p.add_argument("--api", required=True, help="the API's base URL, e.g. https://trec-ikat25.webis.de/simulation "
+                                                "or http://127.0.0.1:8600 (ikatkit simulate)")
+    p.add_argument("--run-id", required=True, help="the run's id at the server (unique per team)")
+    p.add_argument("--index", help="Lucene index built by `ikatkit index build`")
+    p.add_argument("--out", required=True, help="output folder: turns, state, manifest, <run_id>.jsonl, TREC run")
+    p.add_argument("--debug", action="store_true", help="use /debug/* (not evaluated; its budget counts sessions)")
+    p.add_argument("--description", help="the run's description (default: the config's description)")
+    p.add_argument("--track-persona", action="store_true",
+                   help="track what the user reveals about themselves (track_persona stage; sent as "
+                        "extra.track_persona)")
+    p.add_argument("--citations", type=int, default=1000, help="citations per response: the ranking's top k (<=1000)")
+    p.add_argument("--cache", help="cache folder (default $IKATKIT_CACHE or .cache/ikatkit)")
+    p.add_argument("--retries", type=int, default=4, help="retries with exponential backoff after a server error")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ikatkit.interactive.driver import run_interactive
+
+    if args.cache:
+        os.environ["IKATKIT_CACHE"] = str(Path(args.cache).resolve())
+    outcome = run_interactive(args.config, args.api, args.run_id, args.out, index=args.index, debug=args.debug,
+                              description=args.description, track_persona=args.track_persona, cache_dir=args.cache,
+                              k=args.citations, retries=args.retries)
+    print(outcome.summary())
+    return 0

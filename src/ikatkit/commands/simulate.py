@@ -1,0 +1,59 @@
+"""``ikatkit simulate``: serve the simulation API locally (replayed or LLM users) for development."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate", help="serve the iKAT simulation API on 127.0.0.1 with replayed or LLM users (development)",
+        description="A local stand-in for the organizers' simulation API: the same endpoints, messages, status "
+                    "codes, budgets and 250-token rule. The team's token is $IKAT_API_TOKEN (or --token).")
+    p.add_argument("--topics", required=True, help="topics file (any year): one session per conversation, in order")
+    p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
+    p.add_argument("--conversations", nargs="+", help="only these conversations, in this order")
+    p.add_argument("--users", choices=["replay", "llm"], default="replay",
+                   help="replay: the recorded utterances, then goodbye; llm: a persona asks its questions")
+    p.add_argument("--port", type=int, default=8600, help="port on 127.0.0.1 (default 8600)")
+    p.add_argument("--token", help="the token clients must send (default $IKAT_API_TOKEN)")
+    p.add_argument("--team", default="local-team", help="the team id the token stands for")
+    p.add_argument("--store", help="JSON file keeping runs and requests across restarts (default: memory only)")
+    p.add_argument("--runs", type=int, default=100, help="run budget (runs)")
+    p.add_argument("--sessions", type=int, default=100, help="debug budget (sessions)")
+    p.add_argument("--persona-data", default=os.environ.get("IKAT_DATA", "../shared/ikat") + "/2025-simulation",
+                   help="llm users: folder of simulation-data.csv (topics without a persona there use their PTKB)")
+    p.add_argument("--llm", default="bundled:smollm2", help="llm users: the model (ikatkit LLM layer)")
+    p.add_argument("--llm-backend", choices=["transformers", "openai"], default="transformers")
+    p.add_argument("--max-turns", type=int, default=10, help="llm users: turns after which they leave")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ikatkit.errors import IkatError
+    from ikatkit.simulate.server import Simulator, create_app
+    from ikatkit.simulate.users import llm_users, load_personas, replay_users
+    from ikatkit.topics import load_topics
+
+    token = args.token or os.environ.get("IKAT_API_TOKEN")
+    if not token:
+        raise IkatError("no token for the simulator", fix="export IKAT_API_TOKEN=<any secret> (or pass --token)")
+    topics = load_topics(args.topics, args.year)
+    if args.conversations:
+        topics = topics.subset(args.conversations)
+    if args.users == "replay":
+        users = replay_users(topics)
+    else:
+        from ikatkit.llm import make_llm
+
+        personas = load_personas(Path(args.persona_data)) if Path(args.persona_data).is_dir() else {}
+        llm = make_llm({"backend": args.llm_backend, "model": args.llm, "max_new_tokens": 48})
+        users = llm_users(topics, personas, llm, args.max_turns)
+    sim = Simulator(users, {token: args.team}, store=args.store, run_limit=args.runs, session_limit=args.sessions)
+    print(f"simulating {len(users)} topics ({args.users} users) on http://127.0.0.1:{args.port}", flush=True)
+    uvicorn.run(create_app(sim), host="127.0.0.1", port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,380 @@
+"""Take part in an interactive run: each user message becomes a one-turn record that the config's stages answer.
+
+The stages and resources load once (as ``ikatkit run`` loads them), on the first turn that needs computing. Per
+message: a :class:`TurnRecord` from the message's history, topic and user ids; the stages; the response cut at a
+sentence boundary to the server's 250 tokens; the ranking's top ``k`` as citations; in ``meta`` the PTKB
+statements used (``ptkb_provenance``) and the passages the response was built from (``used_passages``). Before
+each request the turn and the state are saved (:mod:`ikatkit.interactive.state`), so a rerun of
+the same command after a kill, a network failure or a server restart continues the server's open run from
+``/run/session`` and ``/run/status``: it never starts a second run, never answers one utterance twice, and does
+not recompute a turn it already computed. A completed run is reported, not restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ikatkit.atomic import atomic_open, write_json
+from ikatkit.errors import IkatError
+from ikatkit.interactive.client import TOKEN_FIX, ApiClient, Unavailable
+from ikatkit.interactive.state import RunState, load_turn, save_turn
+from ikatkit.interactive.tokens import fit_response
+from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
+from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
+from ikatkit.pipelines.record import TurnRecord
+from ikatkit.pipelines.runner import _versions, run_lock, run_stage
+from ikatkit.runs.model import strictly_decreasing
+
+PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb")
+MAX_CITATIONS = 1000
+
+
+def with_persona_tracking(config: RunConfig) -> RunConfig:
+    """The config with a ``track_persona`` stage before its PTKB stages (first, without any), unless it has one."""
+    names = [s["stage"] for s in config.stages]
+    if "track_persona" in names:
+        return config
+    at = min((names.index(n) for n in PTKB_STAGES if n in names), default=0)
+    stages = [*config.stages[:at], {"stage": "track_persona"}, *config.stages[at:]]
+    raw = dict(config.raw, stages=stages)
+    return RunConfig(config.name, config.run_type, config.resources, stages, config.batch_size, config.team_id,
+                     config.description, config.path, raw, config.threads)
+
+
+def record_of(message: dict[str, Any]) -> TurnRecord:
+    """The one-turn record of a user message: its history as (utterance, response) pairs, the topic's turn number."""
+    pairs: list[tuple[str, str]] = []
+    asked = ""
+    for m in message["history"][:-1]:
+        if m["role"] == "user":
+            asked = m["content"]
+        else:
+            pairs.append((asked, m["content"]))
+    topic = message["topic_id"]
+    qid = f"{topic}_{len(pairs) + 1}"
+    return TurnRecord(qid, message["utterance"], pairs, {}, history_ids=[f"{topic}_{i}" for i in
+                                                                           range(1, len(pairs) + 1)],
+                      user_id=message["user_id"])
+
+
+def turn_number(message: dict[str, Any]) -> int:
+    return sum(m["role"] == "user" for m in message["history"])
+
+
+class Answerer:
+    """The config's stages over one user message at a time; resources are built on the first call."""
+
+    def __init__(self, config: RunConfig, index: str | Path | None, cache: Path, k: int) -> None:
+        self.config, self.index, self.cache, self.k = config, index, cache, k
+        self.stages: list[Any] | None = None
+        self.resources: Resources | None = None
+
+    def answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self.stages is None:
+            if self.config.threads:
+                import torch
+
+                torch.set_num_threads(self.config.threads)
+            self.resources = Resources(self.config, self.index, self.cache)
+            self.stages = build_stages(self.config, self.resources)
+            for stage in self.stages:
+                if hasattr(stage, "bind_out"):  # track_persona keeps its per-user store in <out>/persona
+                    stage.bind_out(self.out)
+        batch, seconds = [record_of(message)], {}
+        for stage in self.stages:
+            if hasattr(stage, "check_records"):
+                stage.check_records(batch)
+            start = time.perf_counter()
+            batch = run_stage(stage, batch)  # the contract enforced as in `ikatkit run`
+            seconds[stage.name] = seconds.get(stage.name, 0.0) + time.perf_counter() - start
+        record = batch[0]
+        response, cut = fit_response(record.response)
+        if cut:
+            record.notes.append("response cut at a sentence boundary to the API's 250 tokens")
+        citations = dict(strictly_decreasing(record.ranking[: self.k]))
+        meta = {"ptkb_provenance": [record.ptkb_all[key] for key in record.ptkb_used if key in record.ptkb_all],
+                "used_passages": [pid for pid in record.used if pid in citations]}
+        return {"qid": record.qid, "topic_id": message["topic_id"], "user_id": message["user_id"],
+                "utterance": message["utterance"], "history_len": len(message["history"]),
+                "record": record.to_json(), "seconds": seconds, "cut": cut,
+                "sent": {"response": response, "citations": citations, "meta": meta}}
+
+
+@dataclass
+class Outcome:
+    run_id: str
+    out: Path
+    turns: int
+    computed_now: int
+    dump_file: Path
+    trec_file: Path
+    manifest_file: Path
+    already_complete: bool
+
+    def summary(self) -> str:
+        manifest = json.loads(self.manifest_file.read_text(encoding="utf-8"))
+        head = (f"run {self.run_id} was already complete" if self.already_complete else
+                f"run {self.run_id} complete")
+        lines = [f"{head}: {self.turns} turns over {manifest['topics']} topics ({self.computed_now} computed now), "
+                 f"{manifest['seconds_per_turn']['p50']} s/turn p50",
+                 f"  dump:     {self.dump_file} ({manifest['dump']['source']})", f"  TREC run: {self.trec_file}",
+                 f"  manifest: {self.manifest_file}"]
+        if manifest["notes"]:
+            lines.append("  notes: " + "; ".join(f"{n} x{c}" for n, c in manifest["notes"].items()))
+        return "\n".join(lines)
+
+
+class InteractiveRun:
+    """One run against one API, kept under ``out``."""
+
+    def __init__(self, config: RunConfig, client: ApiClient, run_id: str, out: Path, *, index: str | Path | None,
+                 cache: Path, debug: bool, description: str, extra: dict[str, Any], k: int, tries: int = 4,
+                 backoff: float = 1.0, progress: bool = True) -> None:
+        self.config, self.client, self.run_id, self.out, self.debug = config, client, run_id, out, debug
+        self.description, self.extra, self.index = description, extra, index
+        self.tries, self.backoff, self.progress = tries, backoff, progress
+        self.parts = fingerprint_parts(config.raw, [], 0, index, models=False)
+        self.answerer = Answerer(config, index, cache, k)
+        self.computed = 0
+        state = RunState.load(out)
+        if state is not None:
+            state.check(run_id, client.base_url, debug, fingerprint(self.parts), out)
+        self.state = state or RunState(run_id, client.base_url, debug, fingerprint(self.parts))
+
+    def _save(self) -> None:
+        self.state.save(self.out)
+
+    def _arrived(self, message: dict[str, Any] | None) -> dict[str, Any] | None:
+        if message is not None:
+            self.state.message = message
+            self._save()
+        return message
+
+    # ------------------------------------------------------------ where the run stands
+
+    def sync(self) -> dict[str, Any] | None:
+        """The message to answer now, from the server's view of the run; None when the run is complete."""
+        state = self.state
+        if state.complete:
+            return None
+        if not state.started:
+            if state.start_sent and (found := self.client.session(self.run_id)) is not None:
+                state.started = True
+                return self._arrived(found)
+            state.start_sent = True
+            self._save()
+            message = self.client.start(self.run_id, self.description, self.extra)
+            state.started = True
+            return self._arrived(message)
+        found = self.client.session(self.run_id)
+        if found is not None:
+            return self._arrived(found)
+        if not self.debug:
+            status = self.client.status(self.run_id)
+            if status is not None and status["status"] == "complete":
+                return None
+            if status is None:  # started, never answered, and the server lost it (a restart): start it again
+                state.started = state.start_sent = False
+                return self.sync()
+        elif state.message and state.message.get("last_response_of_run"):
+            return None
+        return self.send(None, state.message or {})  # the session ended: the next message opens the next topic
+
+    def send(self, turn: dict[str, Any] | None, pending: dict[str, Any]) -> dict[str, Any] | None:
+        """Send a turn's answer (None: the empty response after a farewell) and return the next message.
+
+        After a failed request the open session shows whether the server took the answer, so it is never sent
+        twice: a longer history means it was taken, no session means it was taken and the session ended."""
+        payload = turn["sent"] if turn else {"response": "", "citations": {}, "meta": {}}
+        failure: Unavailable | None = None
+        for attempt in range(self.tries):
+            try:
+                start = time.perf_counter()
+                message = self.client.continue_(self.run_id, **payload)
+                if turn is not None:
+                    turn["http_seconds"] = round(time.perf_counter() - start, 4)
+                    save_turn(self.out, turn["qid"], turn)
+                return self._arrived(message) if message is not None else None
+            except Unavailable as err:
+                failure = err
+            time.sleep(self.backoff * 2 ** attempt)
+            found = self.client.session(self.run_id)
+            if turn is None:
+                if found is not None:
+                    return self._arrived(found)
+                continue
+            if found is not None and len(found["history"]) > turn["history_len"]:
+                return self._arrived(found)
+            if found is None:
+                return self._arrived({**pending, "history": [], "last_response_of_session": True,
+                                      "last_response_of_run": False, "ended_unseen": True})
+        assert failure is not None
+        raise failure
+
+    # ------------------------------------------------------------ the turns
+
+    def answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The turn's answer: the one computed before (same utterance and history), else computed now."""
+        qid = f"{message['topic_id']}_{turn_number(message)}"
+        kept = load_turn(self.out, qid)
+        if kept and "sent" in kept and kept["utterance"] == message["utterance"] and \
+                kept["history_len"] == len(message["history"]):
+            return kept
+        turn = self.answerer.answer(message)
+        self.computed += 1
+        save_turn(self.out, qid, turn)
+        if qid not in self.state.turns:
+            self.state.turns.append(qid)
+        self._save()
+        if self.progress:
+            split = ", ".join(f"{k} {v:.2f}" for k, v in turn["seconds"].items())
+            print(f"topic {message['topic_id']} turn {turn_number(message)}: {sum(turn['seconds'].values()):.2f} s "
+                  f"({split})" + (" [response cut]" if turn["cut"] else ""), file=sys.stderr, flush=True)
+        return turn
+
+    def farewell(self, message: dict[str, Any]) -> None:
+        if message.get("ended_unseen"):
+            return
+        qid = f"{message['topic_id']}_{turn_number(message)}"
+        save_turn(self.out, qid, {"qid": qid, "topic_id": message["topic_id"], "user_id": message["user_id"],
+                                  "utterance": message["utterance"], "farewell": True})
+        if qid not in self.state.turns:
+            self.state.turns.append(qid)
+        self._save()
+
+    def run(self) -> Outcome:
+        already = self.state.complete
+        if not self.state.team_id:
+            self.state.team_id = self.client.verify()
+        message = self.sync()
+        while message is not None:
+            if message["last_response_of_session"]:
+                self.farewell(message)
+                if message["last_response_of_run"]:
+                    break
+                message = self.send(None, message)
+                continue
+            message = self.send(self.answer(message), message)
+        return self.finish(already)
+
+    # ------------------------------------------------------------ the files
+
+    def local_rows(self) -> list[dict[str, Any]]:
+        """The run in the dump's format from the turn files (``user_meta`` is the server's: left empty)."""
+        head = {"team_id": self.state.team_id, "run_id": self.run_id, "description": self.description,
+                "extra": self.extra}
+        rows = []
+        for qid in self.state.turns:
+            turn = load_turn(self.out, qid) or {}
+            sent = turn.get("sent") or {"response": None, "citations": {}, "meta": {}}
+            rows.append({"metadata": {**head, "topic_id": qid}, "responses": [{
+                "rank": 1, "user_utterance": turn.get("utterance", ""), "user_meta": {},
+                "assistant_text": sent["response"], "assistant_citations": sent["citations"],
+                "assistant_meta": sent["meta"]}]})
+        return rows
+
+    def finish(self, already: bool) -> Outcome:
+        local = self.local_rows()
+        if self.debug:  # /run/dump has only evaluated runs
+            rows, source, matches = local, "local (debug runs have no server dump)", None
+        else:
+            rows, source = self.client.dump(self.run_id), "server /run/dump"
+            strip = [[{k: v for k, v in r.items() if k != "user_meta"} for r in row["responses"]] for row in rows]
+            mine = [[{k: v for k, v in r.items() if k != "user_meta"} for r in row["responses"]] for row in local]
+            matches = strip == mine and [r["metadata"] for r in rows] == [r["metadata"] for r in local]
+        dump_file = self.out / f"{self.run_id}.jsonl"
+        with atomic_open(dump_file) as handle:
+            handle.writelines(json.dumps(row) + "\n" for row in rows)
+        trec_file = self.out / f"{self.run_id}.trec"
+        with atomic_open(trec_file) as handle:  # the citations as the server recorded them
+            for row in rows:
+                answer = row["responses"][0]
+                if answer["assistant_text"] is None:
+                    continue
+                for rank, (pid, score) in enumerate((answer["assistant_citations"] or {}).items(), start=1):
+                    handle.write(f"{row['metadata']['topic_id']} Q0 {pid} {rank} {score!r} {self.run_id}\n")
+        turns = [t for t in (load_turn(self.out, q) for q in self.state.turns) if t and "sent" in t]
+        manifest_file = self.out / "manifest.json"
+        write_json(manifest_file, self.manifest(turns, rows, source, matches))
+        self.state.complete = True
+        self._save()
+        answered = sum(r["responses"][0]["assistant_text"] is not None for r in rows)
+        return Outcome(self.run_id, self.out, answered, self.computed, dump_file, trec_file, manifest_file, already)
+
+    def manifest(self, turns: list[dict[str, Any]], rows: list[dict[str, Any]], source: str,
+                 matches: bool | None) -> dict[str, Any]:
+        import numpy as np
+
+        per_turn = [sum(t["seconds"].values()) for t in turns]
+        http = [t["http_seconds"] for t in turns if "http_seconds" in t]
+        stages: dict[str, float] = {}
+        notes: dict[str, int] = {}
+        guarded: dict[str, int] = {}
+        for turn in turns:
+            for name, value in turn["seconds"].items():
+                stages[name] = stages.get(name, 0.0) + value
+            for note in turn["record"]["notes"]:
+                notes[note] = notes.get(note, 0) + 1
+            for stage in turn["record"]["rejected"]:
+                guarded[stage] = guarded.get(stage, 0) + 1
+
+        def pct(values: list[float]) -> dict[str, float | None]:
+            if not values:
+                return {"p50": None, "p95": None, "mean": None}
+            return {"p50": round(float(np.percentile(values, 50)), 4),
+                    "p95": round(float(np.percentile(values, 95)), 4), "mean": round(float(np.mean(values)), 4)}
+
+        return {
+            "run_id": self.run_id, "api": self.client.base_url, "debug": self.debug, "team_id": self.state.team_id,
+            "description": self.description, "extra": self.extra, "config": self.config.raw,
+            "config_file": str(self.config.path) if self.config.path else None,
+            "fingerprint": fingerprint(self.parts), "fingerprint_parts": self.parts,
+            "index": str(self.index) if self.index else None,
+            "turns": sum(r["responses"][0]["assistant_text"] is not None for r in rows),
+            "topics": len({r["metadata"]["topic_id"].rpartition("_")[0] for r in rows}),
+            "farewells": sum(1 for r in rows if r["responses"][0]["assistant_text"] is None),
+            "responses_cut": sum(t["cut"] for t in turns),
+            "seconds_per_stage": {k: round(v, 3) for k, v in stages.items()},
+            "seconds_per_turn": pct(per_turn), "http_seconds_per_turn": pct(http),
+            "notes": notes, "guarded_llm_outputs": guarded,
+            "resource_stats": self.answerer.resources.stats if self.answerer.resources else {},
+            "dump": {"file": f"{self.run_id}.jsonl", "source": source, "rows": len(rows), "matches_local": matches},
+            "trec": f"{self.run_id}.trec", "versions": _versions(),
+        }
+
+
+def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: str | Path, *,
+                    index: str | Path | None = None, debug: bool = False, description: str | None = None,
+                    track_persona: bool = False, cache_dir: str | Path | None = None, k: int = MAX_CITATIONS,
+                    retries: int = 4, backoff: float = 1.0, timeout: float = 300.0, progress: bool = True) -> Outcome:
+    """Take part in run ``run_id`` at ``api`` with ``config``, keeping everything under ``out``; the token only
+    from ``$IKAT_API_TOKEN``."""
+    from ikatkit.paths import cache_root
+
+    token = os.environ.get("IKAT_API_TOKEN", "").strip()
+    if not token:
+        raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
+    if not 1 <= k <= MAX_CITATIONS:
+        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}", fix="the API takes up to 1000 citations")
+    config = config if isinstance(config, RunConfig) else load_config(config)
+    if track_persona:
+        config = with_persona_tracking(config)
+    description = description or config.description or config.name
+    extra = {"ikatkit_config": config.name, "track_persona": track_persona}
+    out = Path(out)
+    client = ApiClient(api, token, debug=debug, retries=retries, backoff=backoff, timeout=timeout)
+    try:
+        with run_lock(out):
+            run = InteractiveRun(config, client, run_id, out, index=index,
+                                 cache=Path(cache_dir) if cache_dir else cache_root(), debug=debug,
+                                 description=description, extra=extra, k=k, tries=retries, backoff=backoff,
+                                 progress=progress)
+            return run.run()
+    finally:
+        client.close()

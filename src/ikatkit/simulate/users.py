@@ -1,0 +1,156 @@
+"""Simulated users: ``replay`` says a topics file's recorded utterances, ``llm`` follows the organizers' design
+(a persona and questions to explore; an LLM says one utterance per turn and grades each answer 0-5; an answer
+graded above 3 covers the question, three tries move on; the user leaves when the questions are done)."""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ikatkit.errors import IkatError
+from ikatkit.topics import Conversation, Topics
+
+FAREWELL = "Thank you, that is all I wanted to know. Goodbye!"
+COVERED_ABOVE = 3  # the organizers' rubric_threshold: a grade above it covers the question
+TRIES = 3  # the organizers' num_retries: after this many tries at one question the user moves on
+
+
+@dataclass
+class Utterance:
+    """What a user says, whether it ends the session, and the user's own notes (the dump's ``user_meta``)."""
+
+    content: str
+    end_of_session: bool
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class User(Protocol):
+    id: str
+
+    def initiate(self, topic_id: str) -> Utterance: ...
+
+    def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance: ...
+
+
+class ReplayUser:
+    """Says a conversation's recorded utterances in order and leaves after its last turn."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self.id = f"user-{conversation.id}"
+        self.turns = [t.utterance for t in conversation.turns]
+
+    def initiate(self, topic_id: str) -> Utterance:
+        return Utterance(self.turns[0], False)
+
+    def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance:
+        said = sum(m["role"] == "user" for m in history)
+        if said >= len(self.turns):
+            return Utterance(FAREWELL, True)
+        return Utterance(self.turns[said], False)
+
+
+@dataclass(frozen=True)
+class Persona:
+    """A simulated user of the 2025 simulation data: who they are and what they set out to ask."""
+
+    id: str
+    topic_id: str
+    statements: tuple[str, ...]
+    questions: tuple[str, ...]
+
+
+def load_personas(folder: str | Path) -> dict[str, list[Persona]]:
+    """Personas by topic id from ``simulation-data.csv`` (``1_1`` = topic ``1-1``)."""
+    path = Path(folder) / "simulation-data.csv"
+    if not path.is_file():
+        raise IkatError("simulation data not found", path=path,
+                        fix="pass --persona-data: the folder of simulation-data.csv (../shared/ikat/2025-simulation)")
+    personas: dict[str, list[Persona]] = {}
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        rows = csv.reader(handle, delimiter=";")
+        next(rows, None)
+        for row in rows:
+            if len(row) < 3 or not row[0].strip():
+                continue
+            topic = row[0].replace("Persona_", "").strip().replace("_", "-")
+            statements = tuple(s.strip() for s in row[1].split(";") if s.strip())
+            questions = tuple(q.strip() for q in row[2:] if q.strip())
+            personas.setdefault(topic, []).append(Persona(row[0].strip(), topic, statements, questions))
+    return personas
+
+
+def persona_of(conversation: Conversation, personas: dict[str, list[Persona]]) -> Persona:
+    """The first simulated user of the conversation's topic; without one, a persona from the topic itself:
+    its PTKB as the statements (in the second person as the organizers write them) and its resolved utterances
+    as the questions."""
+    if personas.get(conversation.id):
+        return personas[conversation.id][0]
+    statements = tuple(re.sub(r"^I am\b", "You are", re.sub(r"^I\b", "You", s)) for s in conversation.ptkb.values())
+    questions = tuple(t.resolved_utterance or t.utterance for t in conversation.turns)
+    return Persona(f"persona-{conversation.id}", conversation.id, statements, questions)
+
+
+SYSTEM = ('You are a user of a search system, interested in "{title}". Find out as much as you can about it. '
+          "Ask short questions, one utterance at a time, and never repeat what was said.\n\n"
+          "What is true of you:\n- {statements}")
+GRADE = ("Can the question be answered from the context? Answer with one number:\n"
+         "5: complete and accurate; 4: mostly complete; 3: partly, with noticeable gaps; 2: limited; "
+         "1: minimally; 0: not at all.\nQuestion: {question}\nContext: {answer}\nNumber:")
+
+
+class LlmUser:
+    """A persona that asks its questions through an ikatkit LLM, grading each answer like the organizers' user."""
+
+    def __init__(self, persona: Persona, title: str, llm: Any, max_turns: int = 10) -> None:
+        self.id, self.persona, self.title, self.llm, self.max_turns = persona.id, persona, title, llm, max_turns
+
+    def _system(self) -> str:
+        return SYSTEM.format(title=self.title, statements="\n- ".join(self.persona.statements))
+
+    def _say(self, history: list[dict[str, str]], instruction: str, question: str) -> tuple[str, bool]:
+        swapped = [{"role": "assistant" if m["role"] == "user" else "user", "content": m["content"]} for m in history]
+        messages = [{"role": "system", "content": f"{self._system()}\n\n{instruction}"},
+                    {"role": "user", "content": "How can I help you?"}, *swapped]
+        text = self.llm.chat([messages])[0].strip().split("\n")[0].strip()
+        return (text, False) if text else (question, True)  # an empty output: the question itself, noted
+
+    def grade(self, question: str, answer: str) -> int | None:
+        output = self.llm.chat([[{"role": "user", "content": GRADE.format(question=question, answer=answer)}]])[0]
+        found = re.search(r"[0-5]", output)
+        return int(found.group()) if found else None
+
+    def initiate(self, topic_id: str) -> Utterance:
+        question = self.persona.questions[0]
+        text, fallback = self._say([], f'Ask about: "{question}"', question)
+        return Utterance(text, False, {"rubric": question, **({"fallback": True} if fallback else {})})
+
+    def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance:
+        asked = [m.get("rubric") for m in metas if m.get("rubric")]
+        question = asked[-1]
+        score = self.grade(question, history[-1]["content"])
+        said = sum(m["role"] == "user" for m in history)
+        if (score is not None and score > COVERED_ABOVE) or asked.count(question) >= TRIES:
+            remaining = [q for q in self.persona.questions if q not in asked]
+            if not remaining or said >= self.max_turns:
+                return Utterance(FAREWELL, True, {"rubric_score": score})
+            question, instruction = remaining[0], f'The answer was enough. Now ask about: "{remaining[0]}"'
+        elif said >= self.max_turns:
+            return Utterance(FAREWELL, True, {"rubric_score": score})
+        else:
+            instruction = f'The answer did not help. Say so and ask more specifically about: "{question}"'
+        text, fallback = self._say(history, instruction, question)
+        return Utterance(text, False, {"rubric": question, "rubric_score": score,
+                                       **({"fallback": True} if fallback else {})})
+
+
+def replay_users(topics: Topics) -> dict[str, User]:
+    """One replay user per conversation, keyed by topic id."""
+    return {c.id: ReplayUser(c) for c in topics.conversations}
+
+
+def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: Any, max_turns: int = 10) -> dict[str, User]:
+    """One LLM user per conversation: the topic's simulated persona where the simulation data has one."""
+    return {c.id: LlmUser(persona_of(c, personas), c.title, llm, max_turns) for c in topics.conversations}
