@@ -15,7 +15,7 @@ from ikatkit.evaluate.responses import agreement as ag
 from ikatkit.evaluate.responses.data import Nugget, ResponseRun, read_response_runs
 from ikatkit.evaluate.responses.evaluate import ResponseScorers, evaluate_response_runs
 from ikatkit.evaluate.responses.nuggets import CrossEncoderMatcher, LexicalMatcher
-from ikatkit.evaluate.responses.rubrics import Rubric, RubricJudge, parse_score, read_dump, read_rubrics
+from ikatkit.evaluate.responses.rubrics import Rubric, RubricJudge, parse_score, read_rubrics
 
 NUGGETS = {"1_2": [Nugget("[1]", "Tofu and lentils are rich in protein.", 2),
                    Nugget("[2]", "Marathon runners need carbohydrates.", 1)],
@@ -246,8 +246,6 @@ def test_dump_and_rubric_readers(tmp_path, nuggets_2024):
     dump = write(tmp_path, "dump.jsonl", json.dumps(line) + "\n")
     runs = read_response_runs(dump)
     assert [(r.name, r.responses) for r in runs] == [("run-7", {"1-1_2": "Oatmeal helps."})]
-    with pytest.raises(IkatError, match="line 2"):
-        read_dump(write(tmp_path, "bad.jsonl", json.dumps(line) + '\n{"metadata": {}}\n'))
     rubrics = read_rubrics(nuggets_2024.parent / "2025-simulation" / "rubrics.csv")
     import csv
 

@@ -4,7 +4,7 @@
   no passage marked used -> the top 5, the organizers' rule), the participant-response JSON of the iKAT 2024
   release ``{turn_id: {run_id: response}}`` (one run per run id) and its gold-response JSON
   ``{turn_id: {"manual": {"response": str, ...}}}`` (one run, ``manual``), and an interactive run's dump of the
-  2025 simulation server (``/run/dump`` JSON lines: ``rubrics.read_dump``).
+  2025 simulation server (``/run/dump`` JSON lines: the ``interactive`` format of :mod:`ikatkit.runs.io`).
 - References: the topics' canonical ``response`` per turn, or a file: ``{turn_id: text}``, the gold-response JSON,
   or a topic file.
 - Nuggets: the organizers' gold-nugget JSON ``{turn_id: {"[i]": {"text": str, "relevance": "1".."4"}}}``.
@@ -104,10 +104,6 @@ def read_response_runs(path: str | Path, topics: Topics | None = None) -> list[R
     """The runs in a file: many for a participant-response JSON, one for any run file, gold-response JSON or
     interactive-run dump."""
     path = Path(path)
-    from ikatkit.evaluate.responses.rubrics import is_dump, read_dump
-
-    if path.suffix != ".json" and path.is_file() and is_dump(path):
-        return [read_dump(path)]
     if path.suffix == ".json" and path.is_file():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

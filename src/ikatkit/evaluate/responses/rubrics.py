@@ -3,7 +3,7 @@
 The organizers' simulator scores how well a system answer covers a rubric question on 0-5 with an LLM and counts a
 rubric covered at 3 or more. Here a dialogue (all responses of one topic: an interactive run's dump or an offline
 conversation) scores each of its topic's rubric questions by its best response (the judge sees one response at a
-time, the ``rubric_score`` prompt, a close copy of the organizers' ``rubric_score_prompt``):
+time, the ``rubric_score`` prompt: our wording of the organizers' 0-5 scale, one number out):
 
 - ``RubricCoverage``: share of the topic's rubric questions whose best score is >= ``COVERED`` (3);
 - ``RubricScore``: mean best score (0-5) over the topic's rubric questions.
@@ -15,7 +15,6 @@ fallback of the LLM and scores 0 (counted, reported). Without an LLM: one IkatEr
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.evaluate.responses.data import ResponseRun
 
 COVERED = 3
 RUBRIC_ID = re.compile(r"(.+)-r(\d+)")
@@ -58,41 +56,6 @@ def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
     if not out:
         raise IkatError("no rubrics in the file", path=path, fix=shape)
     return out
-
-
-def is_dump(path: str | Path) -> bool:
-    """Whether a file is the organizers' interactive-run dump (JSON lines whose responses have ``assistant_text``)."""
-    try:
-        with Path(path).open(encoding="utf-8") as handle:
-            first = json.loads(handle.readline())
-    except (OSError, ValueError):
-        return False
-    responses = first.get("responses") if isinstance(first, dict) else None
-    return bool(responses) and isinstance(responses[0], dict) and "assistant_text" in responses[0]
-
-
-def read_dump(path: str | Path) -> ResponseRun:
-    """The responses of an interactive run's dump (``GET /run/dump``: one JSON object per turn,
-    ``metadata.topic_id`` = ``{topic}_{turn}``, ``responses[0].assistant_text``); the run is ``metadata.run_id``."""
-    path = Path(path)
-    responses: dict[str, str] = {}
-    name = ""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            turn = str(record["metadata"]["topic_id"])
-            text = record["responses"][0]["assistant_text"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise IkatError("not a dump record", path=path, where=f"line {number}",
-                            fix='one {"metadata": {"topic_id", "run_id"}, "responses": [{"assistant_text"}]} '
-                                "per line, as /run/dump returns") from None
-        name = name or str(record["metadata"].get("run_id", ""))
-        responses[turn] = str(text or "")
-    if not responses:
-        raise IkatError("the dump holds no turn", path=path, fix="dump a run that has answered turns")
-    return ResponseRun(name or path.stem, responses)
 
 
 def topic_of(turn: str) -> str:
