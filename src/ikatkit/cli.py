@@ -660,9 +660,9 @@ def _index_texts(index: str | None) -> Callable[[list[str]], dict[str, str]]:
     """Stored passage texts of ``index``; without an index, none (the run must carry its texts)."""
     if index is None:
         return lambda ids: {}
-    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.index.texts import passage_texts
 
-    return Bm25Searcher(index).texts
+    return passage_texts(index=index, why="re-ranking")
 
 
 def _add_ptkb(sub: argparse._SubParsersAction) -> None:
