@@ -337,6 +337,8 @@ def _add_convert(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_index(sub: argparse._SubParsersAction) -> None:
+    from ikatkit.commands import index_verify
+
     p = sub.add_parser("index", help="build a Lucene BM25 index, show its stats, look up a passage")
     isub = p.add_subparsers(dest="index_command", required=True)
     b = isub.add_parser("build", help="index a collection (ClueWeb22 records are segmented the iKAT way)")
@@ -397,11 +399,12 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     pt.add_argument("--splitter", default="auto", choices=["auto", "spacy", "rule"])
     pt.add_argument("--model", default="bundled:minilm", help="sentence-transformers embedding model")
     pt.add_argument("--threads", type=int, help="Anserini threads per partition index")
-    s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
+    s = isub.add_parser("stats", help="what an index holds: its manifest (own index), what Lucene shows (any index)")
     s.add_argument("index")
     g = isub.add_parser("get", help="print a passage's stored text")
     g.add_argument("index")
     g.add_argument("pid", help="passage id, e.g. clueweb22-en0000-00-00000:0")
+    index_verify.add(isub)
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.index import lookup
