@@ -51,14 +51,17 @@ class LuceneTexts:
     """Stored passage texts of a Lucene index folder, or of an open ``reader`` (e.g. a MultiReader of partitions)."""
 
     def __init__(self, index: str | Path | None = None, reader: Any = None, why: str = "passage texts") -> None:
-        from ikatkit.java import autoclass
+        from ikatkit.java import autoclass, start_jvm
+
+        start_jvm()
+        from jnius import cast  # only once our JVM runs
 
         if reader is None:
             info = open_index(index)  # type: ignore[arg-type]
             info.require_texts(why)
             reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
                 autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(info.path)).toPath()))
-        self.reader = reader
+        self.reader = reader = cast("org.apache.lucene.index.IndexReader", reader)
         self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(reader)
         self._term_query = autoclass("org.apache.lucene.search.TermQuery")
         self._term = autoclass("org.apache.lucene.index.Term")
