@@ -168,6 +168,19 @@ def test_no_stored_text_is_one_clear_error(foreign):
     assert Bm25Searcher(foreign["notext"]).search("vegetarian diet", 10)  # searching needs no text
 
 
+def test_passage_streams_for_dense_and_partitions(foreign, official):
+    """``index dense`` and ``index partition`` read every stored passage of a foreign index (raw JSON: with url)."""
+    from ikatkit.index.dense import read_source
+    from ikatkit.partition.source import Source
+
+    records = {r["id"]: r for r in map(json.loads, official.read_text(encoding="utf-8").splitlines())}
+    assert {r["id"]: r for r in Source(foreign["raw"]).records()} == records
+    _, passages = read_source([foreign["contents"]])
+    assert dict(passages) == {pid: r["contents"] for pid, r in records.items()}
+    with pytest.raises(IkatError, match="stores no passage text"):
+        read_source([foreign["notext"]])
+
+
 def test_verify_against_hashes(foreign, official, hashes, tmp_path, capsys):
     for source in (official, foreign["raw"], foreign["contents"]):
         report = verify(source, hashes)
