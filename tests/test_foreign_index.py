@@ -168,6 +168,14 @@ def test_no_stored_text_is_one_clear_error(foreign):
     assert Bm25Searcher(foreign["notext"]).search("vegetarian diet", 10)  # searching needs no text
 
 
+def test_validate_finds_passage_ids_in_every_foreign_index(foreign, passages_jsonl):
+    from ikatkit.runs.passage_ids import passage_ids
+
+    pid, absent = next(iter(_texts(passages_jsonl))), "clueweb22-en0000-00-00000:999"
+    for kind in FLAGS:
+        assert passage_ids(foreign[kind]).missing({pid, absent}) == {absent}, kind
+
+
 def test_passage_streams_for_dense_and_partitions(foreign, official):
     """``index dense`` and ``index partition`` read every stored passage of a foreign index (raw JSON: with url)."""
     from ikatkit.index.dense import read_source

@@ -155,6 +155,14 @@ def _read(path: Path, manifest: dict[str, Any] | None) -> IndexInfo:
         reader.close()
 
 
+def open_reader(folder: str | Path) -> Any:
+    """A Lucene ``DirectoryReader`` over ``folder`` (read-only; the caller closes it)."""
+    from ikatkit.java import autoclass
+
+    return autoclass("org.apache.lucene.index.DirectoryReader").open(
+        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(folder)).toPath()))
+
+
 def _first_live(reader: Any) -> int:
     from ikatkit.java import autoclass
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.index.lucene import ID_FIELD, open_index
+from ikatkit.index.lucene import ID_FIELD, open_index, open_reader
 
 TextsFunction = Callable[[Sequence[str]], dict[str, str]]
 
@@ -59,8 +59,7 @@ class LuceneTexts:
         if reader is None:
             info = open_index(index)  # type: ignore[arg-type]
             info.require_texts(why)
-            reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-                autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(info.path)).toPath()))
+            reader = open_reader(info.path)
         self.reader = reader = cast("org.apache.lucene.index.IndexReader", reader)
         self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(reader)
         self._term_query = autoclass("org.apache.lucene.search.TermQuery")
@@ -88,8 +87,7 @@ def index_records(index: str | Path, why: str = "its passages") -> Iterator[dict
 
     info = open_index(index)
     info.require_texts(why)
-    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(info.path)).toPath()))
+    reader = open_reader(info.path)
     try:
         live = autoclass("org.apache.lucene.index.MultiBits").getLiveDocs(reader)
         stored = reader.storedFields()
@@ -120,7 +118,8 @@ class ShardTexts:
         wanted: dict[int, list[tuple[str, int]]] = {}
         for pid in ids:
             if pid in self._rows:
-                wanted.setdefault(self._rows[pid] // self.shard_size, []).append((pid, self._rows[pid] % self.shard_size))
+                shard, row = divmod(self._rows[pid], self.shard_size)
+                wanted.setdefault(shard, []).append((pid, row))
         found = {}
         for shard, rows in wanted.items():
             column = pq.read_table(self.shards[shard], columns=["text"]).column("text")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from ikatkit.errors import IkatError
-from ikatkit.index.lucene import ID_FIELD, is_lucene_folder, open_index
+from ikatkit.index.lucene import ID_FIELD, is_lucene_folder, open_index, open_reader
 
 EXAMPLES = 5  # ids shown per kind of difference
 MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -145,8 +145,7 @@ def _index_md5s(index: Path) -> Iterator[tuple[str, str]]:
 
     info = open_index(index)
     info.require_texts("`index verify`")
-    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(info.path)).toPath()))
+    reader = open_reader(info.path)
     try:
         from jnius import cast
 
@@ -165,7 +164,8 @@ def _index_md5s(index: Path) -> Iterator[tuple[str, str]]:
                 continue
             record = stored_record(stored.document(doc))
             if record is None:
-                raise IkatError(f"document {doc} stores no text", path=info.path, fix="use an index built with -storeRaw")
+                raise IkatError(f"document {doc} stores no text", path=info.path,
+                                fix="use an index built with -storeRaw")
             yield enum.term().utf8ToString(), passage_md5(record["contents"])
     finally:
         reader.close()

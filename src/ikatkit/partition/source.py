@@ -26,7 +26,8 @@ class Source:
         self.files = [] if self.is_index else input_files([self.path])
 
     def fingerprint(self) -> str:
-        """Changes when the passages may change: the index's manifest or Lucene commit, or the files' sizes and times."""
+        """Changes when the passages may change: the index's manifest or Lucene commit, or the files' sizes and
+        times."""
         digest = hashlib.sha256()
         if self.is_index:
             digest.update(index_identity(self.path).encode())

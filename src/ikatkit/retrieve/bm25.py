@@ -108,8 +108,9 @@ class Bm25Searcher:
             from ikatkit.java import autoclass
 
             self.info.require_texts()
+            shared = self.top_hits is not None  # the reader Pyserini has open (else LuceneTexts opens one)
             reader = cast("org.apache.lucene.index.IndexReader",
-                          autoclass("ikatkit.TopHits").readerOf(self.pyserini.object)) if self.top_hits is not None else None
+                          autoclass("ikatkit.TopHits").readerOf(self.pyserini.object)) if shared else None
             self._texts = LuceneTexts(self.index, reader=reader).texts
         return self._texts
 
