@@ -16,7 +16,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.partition.build import load_manifest
-from ikatkit.retrieve.bm25 import SPARE, Hit
+from ikatkit.retrieve.bm25 import SPARE, Hit, hits
 
 Choice = tuple[int, ...]
 
@@ -98,7 +98,7 @@ class PartitionedSearcher:
             if live:
                 tops = self.top_hits.searchMany(self.searcher(chosen), [built[qid] for qid in live], k, SPARE,
                                                 self.sort, "id", self.threads)
-                found.update({qid: list(map(Hit, top.ids, top.scores)) for qid, top in zip(live, tops)})
+                found.update({qid: hits(top) for qid, top in zip(live, tops)})
         return {qid: found.get(qid, []) for qid in queries}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:

@@ -81,7 +81,7 @@ class Bm25Searcher:
         if lucene_query is None:
             return []
         top = self.top_hits.search(self.searcher, lucene_query, k, SPARE, self.sort, "id")
-        return list(map(Hit, top.ids, top.scores))
+        return hits(top)
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
         """``{qid: [Hit, ...]}`` for ``{qid: query}``, searched on ``threads`` threads."""
@@ -94,7 +94,7 @@ class Bm25Searcher:
         live = [qid for qid, query in built.items() if query is not None]
         tops = self.top_hits.searchMany(self.searcher, [built[qid] for qid in live], k, SPARE, self.sort, "id",
                                         self.threads) if live else []
-        found = {qid: list(map(Hit, top.ids, top.scores)) for qid, top in zip(live, tops)}
+        found = {qid: hits(top) for qid, top in zip(live, tops)}
         return {qid: found.get(qid, []) for qid in queries}
 
     @property
@@ -113,6 +113,14 @@ class Bm25Searcher:
                           autoclass("ikatkit.TopHits").readerOf(self.pyserini.object)) if shared else None
             self._texts = LuceneTexts(self.index, reader=reader).texts
         return self._texts
+
+
+def hits(top: Any) -> list[Hit]:
+    """A ``TopHits`` ranking as Hits: the ids cross from Java as one string (a String per hit costs more than the
+    search at k=1000)."""
+    scores = top.scores
+    ids = top.joinedIds.split("\n") if len(scores) else []
+    return list(map(Hit, ids if len(ids) == len(scores) else top.ids, scores))  # an id with a newline: one by one
 
 
 @lru_cache(maxsize=None)
