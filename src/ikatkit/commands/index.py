@@ -8,7 +8,7 @@ import sys
 
 from ikatkit.collection.readers import FORMATS
 from ikatkit.collection.segment import SPLITTERS
-from ikatkit.commands import default
+from ikatkit.commands import default, index_verify
 from ikatkit.index.build import SEGMENTERS, build_index
 from ikatkit.index.dense import build_dense
 from ikatkit.index.encode import BACKENDS
@@ -81,11 +81,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     pt.add_argument("--splitter", default="auto", choices=SPLITTERS)
     pt.add_argument("--model", default=DEFAULT_ENCODER, help="sentence-transformers embedding model")
     pt.add_argument("--threads", type=int, help="Anserini threads per partition index")
-    s = isub.add_parser("stats", help="the index manifest and Lucene's counts")
+    s = isub.add_parser("stats", help="what an index holds: its manifest (own index), what Lucene shows (any index)")
     s.add_argument("index")
     g = isub.add_parser("get", help="print a passage's stored text")
     g.add_argument("index")
     g.add_argument("pid", help="passage id, e.g. clueweb22-en0000-00-00000:0")
+    index_verify.add(isub)
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.index import lookup

@@ -100,7 +100,10 @@ def _add_rerank(sub: argparse._SubParsersAction) -> None:
 
         original = read_run(args.run)
         queries = queries_for(args.queries, args.topics)
-        texts = Bm25Searcher(args.index).texts if args.index else dict.fromkeys([])  # no index: the run's own texts
+        from ikatkit.index.texts import passage_texts
+
+        # the index's stored texts; without an index, none: the run must carry its texts
+        texts = passage_texts(index=args.index, why="re-ranking") if args.index else (lambda ids: {})
         reranked = rerank_run(original, queries, make_ranker(args.kind, args.model), texts, args.depth, args.run_name)
         write_run(reranked, args.out, "trec")
         print(f"re-ranked the top {args.depth} passages of {len(reranked.turns)} turns -> {args.out}")

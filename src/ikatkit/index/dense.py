@@ -33,6 +33,8 @@ import numpy as np
 from ikatkit.atomic import atomic_open, write_json
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST
+from ikatkit.index.lucene import is_lucene_folder, open_index
+from ikatkit.index.texts import index_records
 
 SHARD_SIZE = 100_000
 FLAT_LIMIT = 1_000_000  # auto: exact search up to this many passages, IVF-PQ above
@@ -41,19 +43,18 @@ ROWS_PER_CALL = 256  # passages an encoder actor embeds per Ray Data batch
 NORMALISATION = "l2: unit-length embeddings, inner product = cosine"
 
 
-def is_lucene_index(path: Path) -> bool:
-    return (path / MANIFEST).exists() and any(path.glob("segments_*"))
-
-
 def read_source(inputs: Sequence[str | Path], fmt: str = "auto",
                 splitter: str = "auto") -> tuple[dict[str, Any], Iterator[tuple[str, str]]]:
     """A fingerprint of the source and its ``(id, text)`` passages: a Lucene index's stored texts in index
     order, or the passages ``index build`` would index from collection files."""
     paths = [Path(p) for p in inputs]
-    if len(paths) == 1 and is_lucene_index(paths[0]):
-        manifest = json.loads((paths[0] / MANIFEST).read_text(encoding="utf-8"))
-        return ({"lucene": str(paths[0].resolve()), "built": manifest.get("built"),
-                 "counts": manifest.get("counts")}, _lucene_passages(paths[0]))
+    if len(paths) == 1 and is_lucene_folder(paths[0]):
+        info = open_index(paths[0])
+        info.require_texts("encoding its passages")
+        manifest = info.manifest or {}
+        return ({"lucene": str(info.path), "built": manifest.get("built"), "counts": manifest.get("counts"),
+                 **({} if info.own else {"commit": info.fingerprint})},
+                ((r["id"], r["contents"]) for r in index_records(info.path, "encoding its passages")))
     from ikatkit.collection.readers import ReadStats, input_files, read_passages
     from ikatkit.collection.segment import splitter as splitter_function
 
@@ -68,19 +69,6 @@ def read_source(inputs: Sequence[str | Path], fmt: str = "auto",
 
     sources = [{"path": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
     return {"files": sources, "format": fmt, "splitter": splitter}, passages()
-
-
-def _lucene_passages(index: Path) -> Iterator[tuple[str, str]]:
-    from ikatkit.java import import_pyserini
-
-    searcher = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(index))
-    for number in range(searcher.num_docs):
-        document = searcher.doc(number)
-        raw = document.raw()
-        try:
-            yield document.docid(), json.loads(raw)["contents"]
-        except (ValueError, KeyError, TypeError):
-            yield document.docid(), document.contents() or raw
 
 
 def write_texts(passages: Iterator[tuple[str, str]], folder: Path, shard_size: int) -> list[int]:
@@ -116,7 +104,7 @@ def write_texts(passages: Iterator[tuple[str, str]], folder: Path, shard_size: i
     if ids:
         flush()
     if not sizes:
-        raise IkatError("no passages read", fix="check the input (a Lucene index of ikatkit, or collection files)")
+        raise IkatError("no passages read", fix="check the input (a Lucene index storing its texts, or collection files)")
     write_json(done, {"passages": sum(sizes), "sizes": sizes})
     return sizes
 

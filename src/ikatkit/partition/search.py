@@ -10,14 +10,13 @@ post-processing give exactly :class:`ikatkit.retrieve.bm25.Bm25Searcher`'s ranki
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.partition.build import load_manifest
-from ikatkit.retrieve.bm25 import SPARE, Hit
+from ikatkit.retrieve.bm25 import SPARE, Hit, hits
 
 Choice = tuple[int, ...]
 
@@ -56,9 +55,7 @@ class PartitionedSearcher:
         sort_field = autoclass("org.apache.lucene.search.SortField")
         self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
             "id", autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
-        self._term_query = autoclass("org.apache.lucene.search.TermQuery")
-        self._term = autoclass("org.apache.lucene.index.Term")
-        self._texts: dict[str, str] = {}
+        self._texts: Any = None
 
     @property
     def all(self) -> Choice:
@@ -101,17 +98,16 @@ class PartitionedSearcher:
             if live:
                 tops = self.top_hits.searchMany(self.searcher(chosen), [built[qid] for qid in live], k, SPARE,
                                                 self.sort, "id", self.threads)
-                found.update({qid: list(map(Hit, top.ids, top.scores)) for qid, top in zip(live, tops)})
+                found.update({qid: hits(top) for qid, top in zip(live, tops)})
         return {qid: found.get(qid, []) for qid in queries}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        """Stored passage texts (``contents``) by id, from whichever partition holds them; unknown ids left out."""
-        searcher = self.searcher()
-        for pid in ids:
-            if pid in self._texts:
-                continue
-            hits = searcher.search(self._term_query(self._term("id", pid)), 1).scoreDocs
-            if len(hits):
-                raw = searcher.storedFields().document(hits[0].doc).get("raw")
-                self._texts[pid] = json.loads(raw)["contents"]
-        return {pid: self._texts[pid] for pid in ids if pid in self._texts}
+        """Stored passage texts by id, from whichever partition holds them; unknown ids left out."""
+        if self._texts is None:
+            from jnius import cast
+
+            from ikatkit.index.texts import LuceneTexts
+
+            self._texts = LuceneTexts(reader=cast("org.apache.lucene.index.IndexReader",
+                                                  self._multi([self._readers[p] for p in self.all], False)))
+        return self._texts.texts(ids)

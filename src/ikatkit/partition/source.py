@@ -4,7 +4,6 @@ reads them; streamed, in a stable order, so that a second pass meets them in the
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,23 +12,25 @@ from urllib.parse import urlsplit
 from ikatkit.collection.readers import ReadStats, input_files, read_passages
 from ikatkit.collection.segment import splitter as splitter_function
 from ikatkit.errors import IkatError
-from ikatkit.index.build import MANIFEST
+from ikatkit.index.lucene import index_identity, is_lucene_folder
+from ikatkit.index.texts import index_records
 
 
 class Source:
-    """Passages of ``path``: an index folder (``manifest.json`` of ``index build``) or collection files/folders."""
+    """Passages of ``path``: a Lucene index folder (own or foreign, storing its texts) or collection files/folders."""
 
     def __init__(self, path: str | Path, fmt: str = "auto", splitter: str = "auto") -> None:
         self.path = Path(path)
-        self.is_index = (self.path / MANIFEST).is_file()
+        self.is_index = is_lucene_folder(self.path)
         self.fmt, self.splitter = fmt, splitter
         self.files = [] if self.is_index else input_files([self.path])
 
     def fingerprint(self) -> str:
-        """Changes when the passages may change: the index's manifest, or the files' sizes and times."""
+        """Changes when the passages may change: the index's manifest or Lucene commit, or the files' sizes and
+        times."""
         digest = hashlib.sha256()
         if self.is_index:
-            digest.update((self.path / MANIFEST).read_bytes())
+            digest.update(index_identity(self.path).encode())
         else:
             for file in self.files:
                 stat = file.stat()
@@ -40,31 +41,13 @@ class Source:
     def records(self) -> Iterator[dict[str, str]]:
         """``{"id", "contents", ...}`` per passage: an index's stored JSON, a collection's id, contents and url."""
         if self.is_index:
-            yield from _index_records(self.path)
+            yield from index_records(self.path, "partitioning its passages")
             return
         split = splitter_function(self.splitter)
         for file in self.files:
             stats = ReadStats()
             for passage in read_passages(file, self.fmt, stats, split):
                 yield {"id": passage.id, "contents": passage.contents, "url": passage.url}
-
-
-def _index_records(index: Path) -> Iterator[dict[str, str]]:
-    from ikatkit.java import autoclass
-
-    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(index)).toPath()))
-    try:
-        stored = reader.storedFields()
-        for doc in range(reader.maxDoc()):
-            raw = stored.document(doc).get("raw")
-            record = json.loads(raw) if raw else {}
-            if not isinstance(record, dict) or "id" not in record or "contents" not in record:
-                raise IkatError(f"stored document {doc} has no JSON with id and contents", path=index,
-                                fix="partition an index built by `ikatkit index build`, or its collection files")
-            yield record
-    finally:
-        reader.close()
 
 
 class Categories:

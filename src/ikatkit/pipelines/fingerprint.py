@@ -15,6 +15,7 @@ from typing import Any
 
 from ikatkit import __version__
 from ikatkit.digest import json_digest, tree_digest
+from ikatkit.index.lucene import index_identity
 from ikatkit.models import resolve_model
 
 
@@ -53,9 +54,9 @@ def resource_identity(spec: dict[str, Any], memo: Path | None = None) -> dict[st
             identity["model"] = f"openai:{spec['model']}@{spec.get('base_url', 'api.openai.com')}"
         else:
             identity["model"] = model_identity(spec["model"], memo, spec.get("revision"))
-    if isinstance(spec.get("index"), str):  # a resource with its own index (e.g. dense): its manifest
-        manifest = Path(spec["index"]) / "manifest.json"
-        identity["index"] = _sha(manifest.read_text(encoding="utf-8")) if manifest.exists() else spec["index"]
+    if isinstance(spec.get("index"), str):  # a resource with its own index (e.g. dense): its manifest or commit
+        found = index_identity(spec["index"])
+        identity["index"] = found if found == spec["index"] else _sha(found)
     if isinstance(spec.get("adapter"), str):
         adapter = Path(spec["adapter"])
         identity["adapter"] = "sha256:" + tree_digest(adapter, memo) if adapter.exists() else f"missing:{adapter}"
@@ -76,12 +77,11 @@ def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]],
                       index: str | Path | None, memo: Path | None = None, models: bool = True) -> dict[str, str]:
     """A digest per input that changes a run's outputs; ``models=False`` leaves out the (slower) model identities."""
     resources = raw_config.get("resources", {})
-    manifest = Path(index) / "manifest.json" if index else None
     parts = {
         "config": _sha(raw_config),
         "prompts": prompts_digest(),
         "topics": _sha({"year": year, "records": records}),
-        "index": _sha(manifest.read_text(encoding="utf-8") if manifest and manifest.exists() else str(index)),
+        "index": _sha(index_identity(index)),
         "ikatkit": __version__,
         "threads": _sha(threads(any(spec.get("kind") != "bm25" for spec in resources.values()))),
     }

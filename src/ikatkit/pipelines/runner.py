@@ -301,7 +301,6 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         report = validate_run(run, topics)
         write_text(out / "validation.txt", str(report) + "\n")
         valid = report.ok
-    index_manifest = Path(index) / "manifest.json" if index else None
     notes: dict[str, int] = {}
     guarded: dict[str, int] = {}
     for record in records:
@@ -314,7 +313,7 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "turns_without_passages": sum(not record.ranking for record in records),
         "config": config.raw, "config_file": str(config.path) if config.path else None,
         "topics": str(topics.path) if topics.path else None, "index": str(index) if index else None,
-        "index_manifest": json.loads(index_manifest.read_text()) if index_manifest and index_manifest.exists() else None,
+        "index_manifest": _index_manifest(index),
         "files": {"run": run_file.name, "trec": trec_file.name},
         "seconds_per_stage": {k: round(v, 3) for k, v in seconds.items()},
         "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
@@ -328,3 +327,14 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
     manifest_file = out / "manifest.json"
     write_json(manifest_file, manifest)
     return RunOutcome(run, records, run_file, trec_file, manifest_file, now[0], valid)
+
+
+def _index_manifest(index: str | Path | None) -> dict[str, Any] | None:
+    """The index's manifest; for a foreign Lucene index, what was detected in it."""
+    from ikatkit.index.lucene import MANIFEST, is_lucene_folder, open_index
+
+    if index is None:
+        return None
+    if (Path(index) / MANIFEST).exists():
+        return json.loads((Path(index) / MANIFEST).read_text(encoding="utf-8"))
+    return open_index(index).describe() if is_lucene_folder(index) else None

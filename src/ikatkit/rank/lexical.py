@@ -31,7 +31,7 @@ class TfidfCosine(Ranker):
     model_name = "tfidf-cosine"
 
     def __init__(self, index: str | Path) -> None:
-        from ikatkit.index.lookup import check_index
+        from ikatkit.index.lucene import check_index
         from ikatkit.java import autoclass, import_pyserini
 
         super().__init__(cache=True)

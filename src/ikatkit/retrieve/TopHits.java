@@ -10,9 +10,12 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import org.apache.lucene.index.BinaryDocValues;
 import org.apache.lucene.index.DocValues;
+import org.apache.lucene.index.DocValuesType;
+import org.apache.lucene.index.FieldInfo;
 import org.apache.lucene.index.IndexReader;
 import org.apache.lucene.index.LeafReaderContext;
 import org.apache.lucene.index.ReaderUtil;
+import org.apache.lucene.index.SortedDocValues;
 import org.apache.lucene.search.IndexSearcher;
 import org.apache.lucene.search.Query;
 import org.apache.lucene.search.ScoreDoc;
@@ -20,17 +23,21 @@ import org.apache.lucene.search.Sort;
 import org.apache.lucene.util.BytesRef;
 
 /**
- * A top k in bulk for ikatkit's BM25 searcher: passage ids (from the id field's binary doc values, no stored
+ * A top k in bulk for ikatkit's BM25 searcher: passage ids (from the id field's doc values, no stored
  * document loaded) and scores as two arrays, so Python reads a whole ranking in two calls instead of
  * several per hit. Order: score descending, ties by id ascending, as Anserini's sort; scores adjusted as
  * Anserini reports them ({@link #anseriniScores}).
  */
 public final class TopHits {
   public final String[] ids;
+  /** The ids joined by newlines: one string crosses to Python instead of one per hit (see {@code hits()} in
+   *  bm25.py), which is most of what a k=1000 search costs on the Python side. */
+  public final String joinedIds;
   public final float[] scores;
 
   private TopHits(String[] ids, float[] scores) {
     this.ids = ids;
+    this.joinedIds = String.join("\n", ids);
     this.scores = scores;
   }
 
@@ -110,7 +117,8 @@ public final class TopHits {
     return scores;
   }
 
-  /** The id of each hit from the field's binary doc values (as Anserini writes them), visiting each segment's documents in increasing order. */
+  /** The id of each hit from the field's doc values, binary as Anserini writes them today or sorted as older
+   *  Anserini versions did, visiting each segment's documents in increasing order. */
   static BytesRef[] readIds(IndexReader reader, ScoreDoc[] hits, String field) throws IOException {
     Integer[] byDoc = new Integer[hits.length];
     for (int i = 0; i < byDoc.length; i++) {
@@ -119,19 +127,24 @@ public final class TopHits {
     Arrays.sort(byDoc, (a, b) -> Integer.compare(hits[a].doc, hits[b].doc));
     List<LeafReaderContext> leaves = reader.leaves();
     BytesRef[] keys = new BytesRef[hits.length];
-    BinaryDocValues values = null;
+    BinaryDocValues binary = null;
+    SortedDocValues sorted = null;
     int leaf = -1;
     for (int i : byDoc) {
       int doc = hits[i].doc;
       int sub = ReaderUtil.subIndex(doc, leaves);
       if (sub != leaf) {
         leaf = sub;
-        values = DocValues.getBinary(leaves.get(sub).reader(), field);
+        FieldInfo info = leaves.get(sub).reader().getFieldInfos().fieldInfo(field);
+        boolean isSorted = info != null && info.getDocValuesType() == DocValuesType.SORTED;
+        binary = isSorted ? null : DocValues.getBinary(leaves.get(sub).reader(), field);
+        sorted = isSorted ? DocValues.getSorted(leaves.get(sub).reader(), field) : null;
       }
-      if (!values.advanceExact(doc - leaves.get(sub).docBase)) {
+      int local = doc - leaves.get(sub).docBase;
+      if (sorted != null ? !sorted.advanceExact(local) : !binary.advanceExact(local)) {
         throw new IllegalStateException("document " + doc + " has no " + field + " doc value");
       }
-      keys[i] = BytesRef.deepCopyOf(values.binaryValue());
+      keys[i] = BytesRef.deepCopyOf(sorted != null ? sorted.lookupOrd(sorted.ordValue()) : binary.binaryValue());
     }
     return keys;
   }

@@ -1,23 +1,28 @@
-"""BM25 (+RM3) search over a Lucene index built by ``ikatkit index build`` (Lucene and Anserini on our own JVM).
+"""BM25 (+RM3) search over a Lucene index, ikatkit's own or one built by Anserini/Pyserini elsewhere (Lucene and
+Anserini on our own JVM).
 
 Pyserini's ``LuceneSearcher.search`` loads every hit's stored document, which dominates at k=1000. Our
 path runs the same Anserini query (bag of words, Anserini's English analyzer) on a Lucene
 ``IndexSearcher`` through a small Java helper (``TopHits.java``, compiled once when a JDK is found):
-score-only top k, ties ordered by id as Anserini's sort does, ids read from the ``id`` doc values, the
+score-only top k, ties ordered by id as Anserini's sort does, ids read from the ``id`` doc values (binary as
+Anserini writes them, or sorted as older versions did), the
 whole ranking handed to Python as two arrays, with Anserini's score post-processing (scores rounded to
 1e-4, ties lowered by 1e-6 per tied rank, in float32). Text is fetched
-only for the passages a later stage asks for (:meth:`Bm25Searcher.texts`). RM3, and every search when no
-JDK compiled the helper, go through Pyserini (same ranking, slower).
+only for the passages a later stage asks for (:attr:`Bm25Searcher.texts`, from :mod:`ikatkit.index.texts`). RM3,
+every search when no JDK compiled the helper, and an index whose ``id`` field has no doc values go through
+Pyserini (same ranking, slower).
 """
 
 from __future__ import annotations
 
-import json
+import sys
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ikatkit.index.lookup import check_index
+from ikatkit.index.lucene import open_index
+from ikatkit.index.texts import TextsFunction
 
 SPARE = 16  # extra hits fetched so that score ties at rank k are seen whole
 
@@ -36,7 +41,8 @@ class Bm25Searcher:
                  threads: int = 2) -> None:
         from ikatkit.java import autoclass, import_pyserini
 
-        self.index = check_index(index)
+        self.info = open_index(index)
+        self.index = self.info.path
         self.pyserini = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(self.index))
         from jnius import JavaException, cast  # only once our JVM runs: importing jnius first would start a bare one
 
@@ -50,6 +56,10 @@ class Bm25Searcher:
         except JavaException:  # no JDK compiled the helper
             self.top_hits = None
         self.bulk = self.top_hits is not None and not self.rm3
+        if self.bulk and self.info.id_doc_values is None:
+            _say_once(f"ikatkit: {self.index}: the id field has no doc values, so BM25 search goes through "
+                      "Pyserini's LuceneSearcher (same ranking, slower at large k)")
+            self.bulk = False
         if self.bulk:  # on the reader Pyserini has open: the index is opened once
             self.searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
                 cast("org.apache.lucene.index.IndexReader", self.top_hits.readerOf(self.pyserini.object)))
@@ -57,9 +67,10 @@ class Bm25Searcher:
             self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
             self.analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
             sort_field = autoclass("org.apache.lucene.search.SortField")
+            kind = "STRING" if self.info.id_doc_values == "SORTED" else "STRING_VAL"
             self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
-                "id", autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
-        self._texts: dict[str, str] = {}
+                "id", getattr(autoclass("org.apache.lucene.search.SortField$Type"), kind)))
+        self._texts: Any = None
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
         if not query.strip():
@@ -70,7 +81,7 @@ class Bm25Searcher:
         if lucene_query is None:
             return []
         top = self.top_hits.search(self.searcher, lucene_query, k, SPARE, self.sort, "id")
-        return list(map(Hit, top.ids, top.scores))
+        return hits(top)
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
         """``{qid: [Hit, ...]}`` for ``{qid: query}``, searched on ``threads`` threads."""
@@ -83,14 +94,35 @@ class Bm25Searcher:
         live = [qid for qid, query in built.items() if query is not None]
         tops = self.top_hits.searchMany(self.searcher, [built[qid] for qid in live], k, SPARE, self.sort, "id",
                                         self.threads) if live else []
-        found = {qid: list(map(Hit, top.ids, top.scores)) for qid, top in zip(live, tops)}
+        found = {qid: hits(top) for qid, top in zip(live, tops)}
         return {qid: found.get(qid, []) for qid in queries}
 
-    def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        """Stored passage texts (``contents``) by id; ids the index lacks are left out."""
-        for pid in ids:
-            if pid not in self._texts:
-                stored = self.pyserini.doc(pid)
-                if stored is not None:
-                    self._texts[pid] = json.loads(stored.raw())["contents"]
-        return {pid: self._texts[pid] for pid in ids if pid in self._texts}
+    @property
+    def texts(self) -> TextsFunction:
+        """``texts(ids)``: stored passage texts by id (ids the index lacks are left out); one clear error, when
+        asked for (a stage that needs texts asks while the pipeline is built), if the index stores none."""
+        if self._texts is None:
+            from jnius import cast
+
+            from ikatkit.index.texts import LuceneTexts
+            from ikatkit.java import autoclass
+
+            self.info.require_texts()
+            shared = self.top_hits is not None  # the reader Pyserini has open (else LuceneTexts opens one)
+            reader = cast("org.apache.lucene.index.IndexReader",
+                          autoclass("ikatkit.TopHits").readerOf(self.pyserini.object)) if shared else None
+            self._texts = LuceneTexts(self.index, reader=reader).texts
+        return self._texts
+
+
+def hits(top: Any) -> list[Hit]:
+    """A ``TopHits`` ranking as Hits: the ids cross from Java as one string (a String per hit costs more than the
+    search at k=1000)."""
+    scores = top.scores
+    ids = top.joinedIds.split("\n") if len(scores) else []
+    return list(map(Hit, ids if len(ids) == len(scores) else top.ids, scores))  # an id with a newline: one by one
+
+
+@lru_cache(maxsize=None)
+def _say_once(message: str) -> None:
+    print(message, file=sys.stderr)

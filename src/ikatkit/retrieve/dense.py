@@ -2,7 +2,8 @@
 
 The same interface as :class:`ikatkit.retrieve.bm25.Bm25Searcher` (``batch_search``, ``search``, ``texts``), so
 the ``retrieve``, ``rerank`` and ``respond`` stages take either. Passage texts come from the Lucene index the dense
-index was encoded from (or ``index``), else from the dense index's own text shards.
+index was encoded from (or ``index``) when it stores them, else from the dense index's own text shards
+(:mod:`ikatkit.index.texts`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST
+from ikatkit.index.lucene import is_lucene_folder, open_index
+from ikatkit.index.texts import LuceneTexts, ShardTexts
 from ikatkit.retrieve.bm25 import Hit
 
 
@@ -56,9 +59,11 @@ class DenseSearcher:
                             fix="rebuild the dense index")
         self.encoder = Encoder(self.manifest["model"], "torch", threads=threads)
         lucene = index or self.manifest["source"].get("lucene")
-        self.lucene = Path(lucene) if lucene and (Path(lucene) / MANIFEST).exists() else None
-        self._shards = shards
-        self._rows: dict[str, int] | None = None
+        store: Any = None
+        if lucene and is_lucene_folder(lucene) and open_index(lucene).text_field is not None:
+            store = LuceneTexts(lucene)
+        self.lucene = Path(lucene) if store is not None else None
+        self._store = store or ShardTexts(shards, self.ids, self.manifest["shard_size"])
         self._texts: dict[str, str] = {}
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
@@ -79,27 +84,6 @@ class DenseSearcher:
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Passage texts by id; ids the index lacks are left out."""
         missing = [pid for pid in dict.fromkeys(ids) if pid not in self._texts]
-        if missing and self.lucene is not None:
-            from ikatkit.index.lookup import doc
-
-            self._texts.update({pid: text for pid in missing if (text := doc(self.lucene, pid)) is not None})
-        elif missing:
-            self._texts.update(self._stored_texts(missing))
+        if missing:
+            self._texts.update(self._store.texts(missing))
         return {pid: self._texts[pid] for pid in ids if pid in self._texts}
-
-    def _stored_texts(self, ids: list[str]) -> dict[str, str]:
-        import pyarrow.parquet as pq
-
-        if self._rows is None:
-            self._rows = {pid: row for row, pid in enumerate(self.ids.to_pylist())}
-        size = self.manifest["shard_size"]
-        wanted: dict[int, list[tuple[str, int]]] = {}
-        for pid in ids:
-            if pid in self._rows:
-                wanted.setdefault(self._rows[pid] // size, []).append((pid, self._rows[pid] % size))
-        texts = {}
-        for shard, rows in wanted.items():
-            column = pq.read_table(self._shards[shard], columns=["text"]).column("text")
-            texts.update({pid: column[row].as_py() for pid, row in rows})
-        return texts
-

@@ -189,15 +189,6 @@ def _response_nuggets(path: Path, data: dict, shape: str) -> dict[str, list[Nugg
 
 def load_passages(paths: list[str | Path] = (), index: str | Path | None = None):  # type: ignore[no-untyped-def]
     """A ``texts(ids) -> {id: text}`` function over passages JSONL files or a Lucene index."""
-    if index is not None:
-        from ikatkit.index.lookup import check_index
-        from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.index.texts import passage_texts
 
-        return Bm25Searcher(str(check_index(index))).texts
-    from ikatkit.collection.readers import passage_texts
-
-    for path in map(Path, paths):
-        if not path.is_file():
-            raise IkatError("passages file not found", path=path, fix="pass a passages JSONL, or --index")
-    texts = passage_texts(paths)
-    return lambda ids: {pid: texts[pid] for pid in ids if pid in texts}
+    return passage_texts(paths, index, "the grounding measures")
