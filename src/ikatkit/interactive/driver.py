@@ -28,7 +28,7 @@ from ikatkit.interactive.tokens import fit_response
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.runner import _versions, run_lock, run_stage
+from ikatkit.pipelines.runner import package_versions, run_lock, run_stage
 from ikatkit.runs.model import strictly_decreasing
 
 PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb")
@@ -345,7 +345,7 @@ class InteractiveRun:
             "notes": notes, "guarded_llm_outputs": guarded,
             "resource_stats": self.answerer.resources.stats if self.answerer.resources else {},
             "dump": {"file": f"{self.run_id}.jsonl", "source": source, "rows": len(rows), "matches_local": matches},
-            "trec": f"{self.run_id}.trec", "versions": _versions(),
+            "trec": f"{self.run_id}.trec", "versions": package_versions(),
         }
 
 

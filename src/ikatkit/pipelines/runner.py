@@ -115,7 +115,8 @@ def run_stage(stage: Stage, records: list[TurnRecord]) -> list[TurnRecord]:
     return out
 
 
-def _versions() -> dict[str, str]:
+def package_versions() -> dict[str, str]:
+    """The installed versions of the packages that change outputs (for manifests)."""
     found = {}
     for name in VERSIONED:
         try:
@@ -322,7 +323,7 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "guarded_llm_outputs": guarded, "valid": valid,
         **{cls.summary_key: cls.summary(records, seconds.get(name))
            for name, cls in registered_stages().items() if cls.summary_key},
-        "versions": _versions(), "python": platform.python_version(),
+        "versions": package_versions(), "python": platform.python_version(),
     }
     manifest_file = out / "manifest.json"
     write_json(manifest_file, manifest)
