@@ -185,7 +185,7 @@ class ScriptedJudge:
         for messages in batch:
             text = messages[-1]["content"]
             question = text.split("Question: ", 1)[1].split("\n", 1)[0]
-            answer = text.split("Context: ", 1)[1]
+            answer = text.split("Response: ", 1)[1]
             out.append(self.script.get((question.split()[0], answer.split()[0] if answer.split() else ""), "?"))
         return out
 
@@ -213,7 +213,7 @@ def test_rubric_measures_with_a_scripted_judge():
     assert result.per_query["2-1"] == {"RubricCoverage": 1.0, "RubricScore": 5.0}
     assert result.mean["RubricCoverage"] == pytest.approx((2 / 3 + 1) / 2)
     assert "9-9" not in result.per_query and any("9-9_1" in w and "rubrics" in w for w in result.info["warnings"])
-    assert "Question: Food for reflux?\nContext: Oatmeal helps." in judge.prompts[0][-1]["content"]
+    assert "Question: Food for reflux?\nResponse: Oatmeal helps." in judge.prompts[0][-1]["content"]
 
 
 def test_rubric_measures_without_an_llm_are_one_error(tmp_path):

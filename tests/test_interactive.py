@@ -383,21 +383,19 @@ def test_llm_users_ask_and_leave_within_the_turn_limit(demo_topics):
 # ---------------------------------------------------------------- --track-persona
 
 
-def test_track_persona_needs_the_stage(config, token, tmp_path):
-    with pytest.raises(IkatError, match="--track-persona needs the track_persona stage"):
-        run_interactive(config, "http://127.0.0.1:9", "r", tmp_path / "a", track_persona=True)
-
-
-def test_track_persona_goes_before_the_ptkb_stages(config, monkeypatch):
+def test_track_persona_runs_the_stage_before_the_ptkb_stages(demo_topics, demo_index, config, token, tmp_path):
     from ikatkit.interactive.driver import with_persona_tracking
     from ikatkit.pipelines.config import load_config
-    from ikatkit.pipelines.stages import STAGES
 
-    class TrackPersona:  # a stand-in registered under the name the persona branch's stage has
-        name = "track_persona"
-
-    monkeypatch.setitem(STAGES, "track_persona", TrackPersona)
     tracked = with_persona_tracking(load_config(config))
     assert [s["stage"] for s in tracked.stages] == ["manual_query", "track_persona", "gold_ptkb", "retrieve",
                                                     "respond"]
     assert with_persona_tracking(tracked).stages == tracked.stages
+    with serve(sim_of(demo_topics)) as url:
+        outcome = run_interactive(config, url, "persona", tmp_path / "out", index=demo_index, progress=False,
+                                  track_persona=True)
+    assert outcome.turns == 12
+    assert "track_persona" in json.loads(outcome.manifest_file.read_text())["seconds_per_stage"]
+    users = {json.loads(p.read_text())["user_id"] for p in (tmp_path / "out" / "turns").glob("*.json")}
+    store = json.loads((tmp_path / "out" / "persona" / "persona.json").read_text())
+    assert users and "" not in users and set(store["users"]) == users  # kept per simulated user, under --out

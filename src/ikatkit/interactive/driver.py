@@ -68,10 +68,11 @@ def turn_number(message: dict[str, Any]) -> int:
 
 
 class Answerer:
-    """The config's stages over one user message at a time; resources are built on the first call."""
+    """The config's stages over one user message at a time; resources are built on the first call. Stages that
+    keep files of their own (``track_persona``'s store) keep them under ``out``."""
 
-    def __init__(self, config: RunConfig, index: str | Path | None, cache: Path, k: int) -> None:
-        self.config, self.index, self.cache, self.k = config, index, cache, k
+    def __init__(self, config: RunConfig, index: str | Path | None, cache: Path, k: int, out: Path) -> None:
+        self.config, self.index, self.cache, self.k, self.out = config, index, cache, k, out
         self.stages: list[Any] | None = None
         self.resources: Resources | None = None
 
@@ -140,7 +141,7 @@ class InteractiveRun:
         self.description, self.extra, self.index = description, extra, index
         self.tries, self.backoff, self.progress = tries, backoff, progress
         self.parts = fingerprint_parts(config.raw, [], 0, index, models=False)
-        self.answerer = Answerer(config, index, cache, k)
+        self.answerer = Answerer(config, index, cache, k, out)
         self.computed = 0
         state = RunState.load(out)
         if state is not None:
