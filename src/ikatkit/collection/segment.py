@@ -66,6 +66,10 @@ def resolve_splitter(name: str = "auto") -> str:
         raise IkatError(f"unknown splitter {name!r}", fix=f"use one of {list(SPLITTERS)}")
     if name == "rule":
         return "rule"
+    from importlib.util import find_spec
+
+    if name == "auto" and find_spec("en_core_web_sm") is None:  # spaCy alone (the interactive extra) is no model
+        return "rule"  # and importing spaCy only to find that out costs seconds
     try:
         _spacy_model()
     except (ImportError, OSError):
