@@ -94,14 +94,13 @@ def _add_rerank(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-name", help="default: the run's name + '-rerank'")
 
     def run(args: argparse.Namespace) -> int:
+        from ikatkit.index.texts import passage_texts
         from ikatkit.pipelines.queries import queries_for
         from ikatkit.rank import make_ranker
         from ikatkit.runs.io import read_run, write_run
 
         original = read_run(args.run)
         queries = queries_for(args.queries, args.topics)
-        from ikatkit.index.texts import passage_texts
-
         # the index's stored texts; without an index, none: the run must carry its texts
         texts = passage_texts(index=args.index, why="re-ranking") if args.index else (lambda ids: {})
         reranked = rerank_run(original, queries, make_ranker(args.kind, args.model), texts, args.depth, args.run_name)

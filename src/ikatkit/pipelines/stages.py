@@ -19,6 +19,7 @@ from ikatkit.pipelines.base import (Placement, Stage, candidate_key, chat, check
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.pipelines.registry import STAGES, register  # noqa: F401  (STAGES: importable here as before)
 from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, rank_ptkb
+from ikatkit.retrieve import fusion
 
 
 @register
@@ -282,14 +283,12 @@ class Fuse(Stage):
     ordered = ("reranked",)
     provides = ("ranking",)
 
-    from ikatkit.retrieve.fusion import METHODS, NORMALISATIONS
+    METHODS, NORMALISATIONS = fusion.METHODS, fusion.NORMALISATIONS
 
     def __init__(self, method: str = "interleave", k: int = 1000, weights: list[float] | None = None,
                  normalisation: str = "minmax") -> None:
-        from ikatkit.retrieve.fusion import fuser
-
         self.check({"method": method, "normalisation": normalisation})
-        self.fuse = fuser(method, weights, normalisation)
+        self.fuse = fusion.fuser(method, weights, normalisation)
         self.k = k
 
     @classmethod
