@@ -23,7 +23,7 @@ from common import sentence, timed  # noqa: E402
 
 from ikatkit.index.build import build_index  # noqa: E402
 from ikatkit.partition.build import partition_index  # noqa: E402
-from ikatkit.partition.search import PartitionedSearcher  # noqa: E402
+from ikatkit.retrieve.partitioned import PartitionedSearcher  # noqa: E402
 from ikatkit.retrieve.bm25 import Bm25Searcher  # noqa: E402
 
 

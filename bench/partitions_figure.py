@@ -48,7 +48,7 @@ def main() -> int:
     from ikatkit.evaluate.qrels import load_qrels
     from ikatkit.index.build import build_index
     from ikatkit.partition.build import embeddings_cache, partition_index
-    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.partition.selector import (Policy, feature_names, judged_turns, partition_rankings, rewards_of,
                                             states, train_dqn)
     from ikatkit.partition.source import Source

@@ -241,7 +241,7 @@ def test_bad_context_options_name_the_config_line(demo_dir, demo_index, tmp_path
 
 def test_context_command_evaluates_methods(ikat2023, passages_index, tmp_path, capsys):
     from ikatkit.cli import main
-    from ikatkit.evaluate.context import evaluate_context
+    from ikatkit.studies.context import evaluate_context
     from ikatkit.evaluate.evaluate import evaluate
     from ikatkit.evaluate.qrels import load_qrels
     from ikatkit.retrieve.bm25 import Bm25Searcher
@@ -268,7 +268,7 @@ def test_context_command_evaluates_methods(ikat2023, passages_index, tmp_path, c
     assert measured["R(rel=2)@10"] == pytest.approx(expected.mean["R(rel=2)@10"])
     assert len(result.comparisons["all conversations"].results["oracle"].evaluated) == 16  # 9 + 7 judged turns
     assert "| oracle |" in result.to_markdown()
-    from ikatkit.evaluate.context import write_evaluation
+    from ikatkit.studies.context import write_evaluation
 
     markdown, data = write_evaluation(result, tmp_path / "eval")
     saved = json.loads(data.read_text())  # strict JSON: the baseline's p-values are null, not NaN
@@ -316,7 +316,7 @@ def test_a_query_retrieving_nothing_scores_zero_on_every_judged_turn(ikat2023, p
     is scored 0 ("no" is a Lucene stopword), not left out: every method is tested on all judged turns."""
     from dataclasses import replace
 
-    from ikatkit.evaluate.context import evaluate_context
+    from ikatkit.studies.context import evaluate_context
     from ikatkit.topics import Topics
 
     real = load_topics(ikat2023 / "test_topics.json").subset(["9-2"])

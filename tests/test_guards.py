@@ -245,7 +245,7 @@ def test_gtr_queries_that_retrieve_nothing_fall_back(records, demo_index):
 def test_context_evaluation_counts_guarded_rewrites(demo_dir, demo_index):
     """`ikatkit context --llm`: each method's rejected rewrites are counted by reason (demo, scripted outputs)."""
     pytest.importorskip("pyserini")
-    from ikatkit.evaluate.context import evaluate_context
+    from ikatkit.studies.context import evaluate_context
 
     topics = load_topics(demo_dir / "topics.json")
     turns = [turn.qid for turn in topics]

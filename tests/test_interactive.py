@@ -22,7 +22,7 @@ import uvicorn
 from ikatkit.errors import IkatError
 from ikatkit.interactive.client import ApiClient, Unavailable
 from ikatkit.interactive.driver import run_interactive
-from ikatkit.interactive.tokens import count_tokens, fit_response
+from ikatkit.runs.tokens import count_tokens, fit_response
 from ikatkit.runs.io import read_run
 from ikatkit.runs.validate import validate_run
 from ikatkit.simulate.server import Simulator, create_app

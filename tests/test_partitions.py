@@ -49,7 +49,7 @@ def test_category_partitions_hold_each_passage_once_by_its_category(category_par
 
 @pytest.mark.parametrize("queries", ["raw", "manual"])
 def test_all_partitions_rank_and_score_exactly_as_the_whole_index(category_parts, passages_index, ikat2023, queries):
-    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.topics import load_topics
 
@@ -62,7 +62,7 @@ def test_all_partitions_rank_and_score_exactly_as_the_whole_index(category_parts
 
 
 def test_one_partition_is_searched_as_its_own_index(category_parts, ikat2023):
-    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.topics import load_topics
 
@@ -83,7 +83,8 @@ def test_one_partition_is_searched_as_its_own_index(category_parts, ikat2023):
 
 
 def test_finished_partitions_are_kept_and_a_mismatch_is_one_clear_error(category_parts, passages_index, tmp_path):
-    from ikatkit.partition.build import load_manifest, partition_index
+    from ikatkit.partition.build import partition_index
+    from ikatkit.retrieve.partitioned import load_manifest
 
     before = (category_parts / "partitions.json").read_text()
     assert partition_index(passages_index, category_parts, "category", 3, field="id", pattern=STREAM)["parts"]
@@ -223,7 +224,7 @@ def test_dqn_is_deterministic_given_a_seed_and_learns_the_rewarded_partition():
 
 def test_selector_stage_retrieves_from_agent_s_choice_and_the_policy_refuses_other_partitions(
         category_parts, ikat2023, tmp_path):
-    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.partition.selector import Policy, judged_turns, train_selector
     from ikatkit.pipelines.record import TurnRecord, records_for
     from ikatkit.pipelines.stages import STAGES, Retrieve

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ikatkit.errors import IkatError
-from ikatkit.evaluate.persona import PersonaCase, evaluate, revealed, rule_extract
+from ikatkit.studies.persona import PersonaCase, evaluate, revealed, rule_extract
 from ikatkit.pipelines.persona import PersonaStore, TrackPersona, check_statements, self_statements
 from ikatkit.pipelines.record import TurnRecord, records_for
 

@@ -71,6 +71,26 @@ def test_no_import_cycle_in_src():
         pytest.fail("import cycle: " + " -> ".join(err.args[1]))
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same imports between the toolkit's subpackages (``ikatkit.pipelines`` ...; a top-level module is its own)."""
+    top = {module: ".".join(module.split(".")[:2]) for module in graph}
+    packages: dict[str, set[str]] = {name: set() for name in top.values()}
+    for module, targets in graph.items():
+        packages[top[module]] |= {top[target] for target in targets} - {top[module]}
+    return packages
+
+
+def test_no_import_cycle_between_subpackages():
+    """pipelines<->partition (the resource table imported the partitioned searcher) and pipelines<->evaluate (the
+    context and persona studies ran stages from inside evaluate) were cycles between packages."""
+    packages = package_graph(import_graph())
+    assert {"ikatkit.pipelines", "ikatkit.evaluate", "ikatkit.retrieve", "ikatkit.studies"} <= set(packages)
+    try:
+        graphlib.TopologicalSorter(packages).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail("import cycle between packages: " + " -> ".join(err.args[1]))
+
+
 def test_the_cycle_check_finds_a_cycle(tmp_path):
     for name, body in (("a", "from pkg import b\n"), ("b", "def f():\n    from pkg.a import x\n")):
         (tmp_path / "pkg").mkdir(exist_ok=True)
@@ -78,6 +98,16 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
     (tmp_path / "pkg" / "__init__.py").write_text("")
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter(import_graph(tmp_path, "pkg")).prepare()
+    for name in ("a", "b"):
+        (tmp_path / "pkg" / name).mkdir()
+        (tmp_path / "pkg" / name / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a" / "x.py").write_text("from pkg.b.y import f\n")
+    (tmp_path / "pkg" / "b" / "y.py").write_text("def f():\n    from pkg.a import z\n")
+    graph = import_graph(tmp_path, "pkg")
+    graph = {m: t for m, t in graph.items() if m.startswith(("pkg.a", "pkg.b"))}
+    graphlib.TopologicalSorter(graph).prepare()  # no cycle between modules ...
+    with pytest.raises(graphlib.CycleError):  # ... but one between their packages
+        graphlib.TopologicalSorter(package_graph(graph)).prepare()
 
 
 def test_base_and_registry_import_no_stage_module_and_a_stage_module_imports_no_other():
@@ -224,7 +254,7 @@ def kit(demo_dir, demo_index, tmp_path_factory):
     the scripted LLM; a query file and a memory selector trained for nothing (zero weights)."""
     from ikatkit.partition.build import partition_index
     from ikatkit.partition.memory import MemorySelector, RefineMemory
-    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.rank import make_ranker
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.topics import load_topics

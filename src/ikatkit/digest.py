@@ -1,5 +1,7 @@
-"""The digests of ikatkit, one place: files, folders (models, adapters; memoized on disk by path, size and mtime)
-and canonical JSON (cache keys, fingerprints, model identities)."""
+"""The digests of ikatkit, one place: files, folders (models, adapters; memoized on disk by path, size and mtime),
+canonical JSON (cache keys, fingerprints) and models (a digest of the weights and of everything else that changes
+their outputs). Hashes that are data rather than identities stay with their formats: the embedding cache's text
+keys, the duplicate finder's id hashes, the official md5 of a passage (``index verify``)."""
 
 from __future__ import annotations
 
@@ -58,3 +60,15 @@ def tree_digest(path: str | Path, memo: str | Path | None = None) -> str:
     if kept is not None:
         write_text(kept, value + "\n")
     return value
+
+
+def model_digest(network: Any, *extra: Any) -> str:
+    """sha256 of ``network``'s weights (names and bytes, in order) and the canonical JSON of ``extra``
+    (configs, library versions): a model's identity for caches."""
+    import torch
+
+    digest = json_hasher(extra, ascii_only=True)
+    for name, tensor in network.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()

@@ -7,7 +7,6 @@ JVM ourselves (before any ``pyserini`` import) with Anserini's fat jar on the cl
 from __future__ import annotations
 
 import glob
-import hashlib
 import importlib
 import os
 import shutil
@@ -16,6 +15,7 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+from ikatkit.digest import file_digest, json_digest
 from ikatkit.errors import IkatError
 from ikatkit.paths import cache_root
 
@@ -88,10 +88,8 @@ def javac() -> str | None:
 def helper_classes() -> Path | None:
     """Folder of our compiled Java helpers, compiled once per source version into ``$IKATKIT_CACHE/java``
     (see :mod:`ikatkit.paths`, as the LLM cache); None when no JDK is found or compiling fails (callers then use Pyserini)."""
-    digest = hashlib.sha256(anserini_jar().name.encode())
-    for source in [*HELPER_SOURCES, *sorted(API_STUBS.rglob("*.java"))]:
-        digest.update(source.read_bytes())
-    folder = cache_root() / "java" / digest.hexdigest()[:16]
+    sources = [file_digest(source) for source in [*HELPER_SOURCES, *sorted(API_STUBS.rglob("*.java"))]]
+    folder = cache_root() / "java" / json_digest([anserini_jar().name, sources])[:16]
     if folder.exists():
         return folder
     compiler = javac()

@@ -25,7 +25,7 @@ def ir_folder(network: Any, *extra: Any) -> Path:
     import torch
     import transformers
 
-    from ikatkit.rank.identity import model_digest
+    from ikatkit.digest import model_digest
 
     digest = model_digest(network, torch.__version__, transformers.__version__, openvino.__version__, *extra)
     return cache_root() / "openvino" / digest[:16]

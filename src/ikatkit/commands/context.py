@@ -7,7 +7,7 @@ import sys
 
 from ikatkit.commands import default
 from ikatkit.errors import IkatError
-from ikatkit.evaluate.context import evaluate_context
+from ikatkit.studies.context import evaluate_context
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.pipelines.resources import RANKER_KINDS
@@ -57,7 +57,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="also write context.md and context.json here")
 
     def run(args: argparse.Namespace) -> int:
-        from ikatkit.evaluate.context import provenance_qrels, write_evaluation
+        from ikatkit.studies.context import provenance_qrels, write_evaluation
         from ikatkit.paths import cache_folder
         from ikatkit.pipelines.context import SCORED_METHODS, check_options
         from ikatkit.rank import make_ranker

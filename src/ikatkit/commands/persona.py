@@ -30,7 +30,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         from pathlib import Path
 
         from ikatkit.errors import IkatError
-        from ikatkit.evaluate.persona import calibrate, evaluate, llm_extract, load_cases, rule_extract, table
+        from ikatkit.studies.persona import calibrate, evaluate, llm_extract, load_cases, rule_extract, table
         from ikatkit.paths import cache_root
         from ikatkit.rank import make_ranker
 

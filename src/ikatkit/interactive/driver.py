@@ -24,7 +24,7 @@ from ikatkit.atomic import atomic_open, write_json
 from ikatkit.errors import IkatError
 from ikatkit.interactive.client import TOKEN_FIX, ApiClient, Unavailable
 from ikatkit.interactive.state import RunState, load_turn, save_turn
-from ikatkit.interactive.tokens import fit_response
+from ikatkit.runs.tokens import fit_response
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
 from ikatkit.pipelines.record import TurnRecord

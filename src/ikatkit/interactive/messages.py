@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, StrictStr, field_validator
 
-from ikatkit.interactive.tokens import MAX_TOKENS, count_tokens
+from ikatkit.runs.tokens import MAX_TOKENS, count_tokens
 
 
 class RunMeta(BaseModel):

@@ -10,7 +10,6 @@ passages as passage JSONL (the lines ``index build`` writes) and ``build_index``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -29,9 +28,9 @@ from ikatkit.index.build import MANIFEST, build_index
 from ikatkit.index.segmenters import passage_line
 from ikatkit.partition import strategies
 from ikatkit.partition.source import Categories, Source
+from ikatkit.retrieve.partitioned import PARTITIONS, load_manifest
 from ikatkit.paths import cache_root
 
-PARTITIONS = "partitions.json"
 DEFAULT_MODEL = DEFAULT_ENCODER
 BATCH = 256
 
@@ -157,7 +156,7 @@ def _first_pass(src: Source, model: str, categories: Categories | None
 
 def embeddings_cache(src: Source, model: str) -> Path:
     """Where the embeddings of ``src``'s passages (in its order) by ``model`` are kept once computed."""
-    key = hashlib.sha256(f"{src.fingerprint()}\0{model}".encode()).hexdigest()[:24]
+    key = json_digest([src.fingerprint(), model])[:24]
     return cache_root() / "partition" / f"{key}.npy"
 
 
@@ -199,31 +198,3 @@ class _staging:
     def __exit__(self, *exc: Any) -> None:
         for opener in self.opened.values():
             opener.__exit__(*exc)
-
-
-def load_manifest(folder: str | Path) -> dict[str, Any]:
-    """The partition manifest of ``folder``, checked against its indexes (one clear error if they differ)."""
-    folder = Path(folder)
-    path = folder / PARTITIONS
-    if not path.is_file():
-        raise IkatError(f"no partition manifest ({PARTITIONS})", path=folder,
-                        fix="build it with `ikatkit index partition INDEX_OR_COLLECTION --out DIR`")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        parts = manifest["parts"]
-        if len(parts) != manifest["partitions"]:
-            raise ValueError(f"{len(parts)} parts listed for {manifest['partitions']} partitions")
-    except (ValueError, KeyError, TypeError) as err:
-        raise IkatError(f"unreadable partition manifest ({err})", path=path,
-                        fix="partition again with `ikatkit index partition`") from None
-    for part in parts:
-        index = folder / part["name"] / MANIFEST
-        if not index.is_file():
-            raise IkatError(f"partition {part['name']} has no finished index", path=folder / part["name"],
-                            fix="partition again with `ikatkit index partition` into a fresh folder")
-        built = json.loads(index.read_text(encoding="utf-8"))
-        if built["counts"]["passages"] != part["passages"] or built["built"] != part["built"]:
-            raise IkatError(f"partition {part['name']} does not match the manifest ({built['counts']['passages']} "
-                            f"passages built {built['built']}; manifest: {part['passages']} built {part['built']})",
-                            path=path, fix="partition again with `ikatkit index partition` into a fresh folder")
-    return manifest

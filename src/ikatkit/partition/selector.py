@@ -210,7 +210,7 @@ def train_selector(folder: str | Path, queries: Mapping[str, str], judged: Mappi
                    searcher: Any = None) -> Policy:
     """Train Agent-S on the judged ``queries`` over the partitions in ``folder``; saved to ``out`` if given."""
     if searcher is None:
-        from ikatkit.partition.search import PartitionedSearcher
+        from ikatkit.retrieve.partitioned import PartitionedSearcher
 
         searcher = PartitionedSearcher(folder)
     qids = [qid for qid in queries if qid in judged]

@@ -3,7 +3,6 @@ reads them; streamed, in a stable order, so that a second pass meets them in the
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +10,7 @@ from urllib.parse import urlsplit
 
 from ikatkit.collection.readers import ReadStats, input_files, read_passages
 from ikatkit.collection.segment import splitter as splitter_function
+from ikatkit.digest import json_digest
 from ikatkit.errors import IkatError
 from ikatkit.index.lucene import index_identity, is_lucene_folder
 from ikatkit.index.texts import index_records
@@ -28,15 +28,10 @@ class Source:
     def fingerprint(self) -> str:
         """Changes when the passages may change: the index's manifest or Lucene commit, or the files' sizes and
         times."""
-        digest = hashlib.sha256()
         if self.is_index:
-            digest.update(index_identity(self.path).encode())
-        else:
-            for file in self.files:
-                stat = file.stat()
-                digest.update(f"{file.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-            digest.update(f"{self.fmt}\0{self.splitter}".encode())
-        return digest.hexdigest()
+            return json_digest(index_identity(self.path))
+        files = [(str(file.resolve()), file.stat().st_size, file.stat().st_mtime_ns) for file in self.files]
+        return json_digest([files, self.fmt, self.splitter])
 
     def records(self) -> Iterator[dict[str, str]]:
         """``{"id", "contents", ...}`` per passage: an index's stored JSON, a collection's id, contents and url."""

@@ -95,7 +95,7 @@ def _dense_class() -> type:
 
 
 def _partitioned_class() -> type:
-    from ikatkit.partition.search import PartitionedSearcher
+    from ikatkit.retrieve.partitioned import PartitionedSearcher
 
     return PartitionedSearcher
 

@@ -21,7 +21,7 @@ from ikatkit.models import load_sentence_transformer
 from ikatkit.paths import cache_root
 from ikatkit.rank.base import Ranker
 from ikatkit.rank.embedding_cache import EmbeddingCache
-from ikatkit.rank.identity import model_digest
+from ikatkit.digest import model_digest
 
 PROBE = ("alpha beta gamma delta epsilon", "epsilon delta gamma beta alpha")  # equal token lengths
 

@@ -307,7 +307,7 @@ def _check_jsonl_records(records: list[tuple[str, Any]], c: _Collector) -> None:
 def _check_dump_records(records: list[tuple[str, Any]], c: _Collector) -> None:
     """The simulation API's rules on an interactive run: a topic id and a response per row, responses within 250
     tokens as the server counts them, at most 1000 citations."""
-    from ikatkit.interactive.tokens import MAX_TOKENS, count_tokens
+    from ikatkit.runs.tokens import MAX_TOKENS, count_tokens
 
     for where, entry in records:
         meta = entry.get("metadata") if isinstance(entry, dict) else None

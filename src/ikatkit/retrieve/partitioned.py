@@ -10,14 +10,16 @@ post-processing give exactly :class:`ikatkit.retrieve.bm25.Bm25Searcher`'s ranki
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.partition.build import load_manifest
+from ikatkit.index.build import MANIFEST
 from ikatkit.retrieve.bm25 import SPARE, Hit, hits
 
+PARTITIONS = "partitions.json"  # the manifest of a partitioned index (written by `ikatkit index partition`)
 Choice = tuple[int, ...]
 
 
@@ -111,3 +113,31 @@ class PartitionedSearcher:
             self._texts = LuceneTexts(reader=cast("org.apache.lucene.index.IndexReader",
                                                   self._multi([self._readers[p] for p in self.all], False)))
         return self._texts.texts(ids)
+
+
+def load_manifest(folder: str | Path) -> dict[str, Any]:
+    """The partition manifest of ``folder``, checked against its indexes (one clear error if they differ)."""
+    folder = Path(folder)
+    path = folder / PARTITIONS
+    if not path.is_file():
+        raise IkatError(f"no partition manifest ({PARTITIONS})", path=folder,
+                        fix="build it with `ikatkit index partition INDEX_OR_COLLECTION --out DIR`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        parts = manifest["parts"]
+        if len(parts) != manifest["partitions"]:
+            raise ValueError(f"{len(parts)} parts listed for {manifest['partitions']} partitions")
+    except (ValueError, KeyError, TypeError) as err:
+        raise IkatError(f"unreadable partition manifest ({err})", path=path,
+                        fix="partition again with `ikatkit index partition`") from None
+    for part in parts:
+        index = folder / part["name"] / MANIFEST
+        if not index.is_file():
+            raise IkatError(f"partition {part['name']} has no finished index", path=folder / part["name"],
+                            fix="partition again with `ikatkit index partition` into a fresh folder")
+        built = json.loads(index.read_text(encoding="utf-8"))
+        if built["counts"]["passages"] != part["passages"] or built["built"] != part["built"]:
+            raise IkatError(f"partition {part['name']} does not match the manifest ({built['counts']['passages']} "
+                            f"passages built {built['built']}; manifest: {part['passages']} built {part['built']})",
+                            path=path, fix="partition again with `ikatkit index partition` into a fresh folder")
+    return manifest
