@@ -3,10 +3,12 @@ conversations replayed by the local simulator (`ikatkit simulate`'s app in a thr
 the HTTP overhead measured separately.
 
 Configs (over a Lucene index of the 894 real 2023 provenance passages):
-- ``bm25-ce``: BM25 top-100 -> cross-encoder re-rank -> extractive answer. No MS MARCO cross-encoder ships offline:
+- ``bm25-ce``: BM25 top-100 -> cross-encoder re-rank of the top ``--depth`` (10) -> extractive answer. No MS MARCO cross-encoder ships offline:
   the cross-encoder is the bundled MiniLM-L6 with an untrained one-logit head, the architecture and cost of
   cross-encoder/ms-marco-MiniLM-L-6-v2 (its scores are meaningless: latency only).
-- ``bm25-bi``: BM25 top-100 -> bundled MiniLM bi-encoder re-rank -> extractive answer.
+- ``bm25-ce-tiny``: the same over all 100 candidates with a cross-encoder of the shape of
+  cross-encoder/ms-marco-TinyBERT-L-2-v2 (2 layers, hidden 128; untrained: latency only).
+- ``bm25-bi``: BM25 top-100 -> bundled MiniLM bi-encoder re-rank of the top ``--depth`` -> extractive answer.
 - ``bm25``: configs/interactive_extractive.toml (BM25 top-100 -> extractive answer, no model): the floor.
 - ``demo``: configs/demo.toml (SmolLM2-135M rewrite and answer, MiniLM PTKB and re-rank), on ``--demo-conversations``.
 
@@ -33,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOKEN = "bench-token"
 
 PIPELINE = """name = "{name}"
-description = "BM25 top-100, {ranker} re-rank, extractive answer"
+description = "BM25 top-100, {ranker} re-rank of the top {depth}, extractive answer"
 
 [resources.bm25]
 kind = "bm25"
@@ -53,6 +55,7 @@ expand_ptkb = false
 [[stages]]
 stage = "rerank"
 ranker = "ranker"
+depth = {depth}
 
 [[stages]]
 stage = "respond"
@@ -109,16 +112,27 @@ def index_of(data: Path, work: Path) -> Path:
     return folder
 
 
-def cross_encoder(work: Path) -> Path:
+def cross_encoder(work: Path, tiny: bool = False) -> Path:
+    """A cross-encoder with an untrained one-logit head (scores meaningless: latency only), saved once under ``work``:
+    the bundled MiniLM-L6 (the architecture of cross-encoder/ms-marco-MiniLM-L-6-v2), or with ``tiny`` a 2-layer
+    BERT of hidden size 128 with MiniLM's tokenizer (the architecture of cross-encoder/ms-marco-TinyBERT-L-2-v2)."""
     import torch
     from sentence_transformers import CrossEncoder
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from ikatkit.models import resolve_model
 
-    folder = work / "minilm-l6-untrained-ce"
+    folder = work / ("tinybert-l2-untrained-ce" if tiny else "minilm-l6-untrained-ce")
     if not folder.exists():
         torch.manual_seed(0)
-        CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(folder))
+        minilm = resolve_model("bundled:minilm")
+        if tiny:
+            config = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                                num_labels=1)
+            BertForSequenceClassification(config).save_pretrained(folder)
+            AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)
+        else:
+            CrossEncoder(minilm, num_labels=1).save(str(folder))
     return folder
 
 
@@ -128,7 +142,8 @@ def main() -> None:
     parser.add_argument("--work", default=".cache/bench-interactive")
     parser.add_argument("--conversations", type=int, default=0, help="first N 2023 conversations (0 = all 25)")
     parser.add_argument("--demo-conversations", type=int, default=2, help="conversations for configs/demo.toml")
-    parser.add_argument("--configs", nargs="+", default=["bm25", "bm25-bi", "bm25-ce", "demo"])
+    parser.add_argument("--configs", nargs="+", default=["bm25", "bm25-bi", "bm25-ce", "bm25-ce-tiny", "demo"])
+    parser.add_argument("--depth", type=int, default=10, help="candidates the MiniLM bi-/cross-encoder re-ranks per turn")
     args = parser.parse_args()
     from ikatkit.interactive.driver import run_interactive
     from ikatkit.simulate.server import Simulator
@@ -142,9 +157,11 @@ def main() -> None:
     all_topics = load_topics(Path(args.data) / "test_topics.json")
     configs = {
         "bm25-ce": PIPELINE.format(name="bm25-ce", ranker="cross-encoder (MiniLM-L6, untrained head)",
-                                   kind="cross-encoder", model=cross_encoder(work)),
+                                   kind="cross-encoder", model=cross_encoder(work), depth=args.depth),
+        "bm25-ce-tiny": PIPELINE.format(name="bm25-ce-tiny", ranker="cross-encoder (TinyBERT-L2 shape, untrained)",
+                                        kind="cross-encoder", model=cross_encoder(work, tiny=True), depth=100),
         "bm25-bi": PIPELINE.format(name="bm25-bi", ranker="MiniLM bi-encoder", kind="bi-encoder",
-                                   model="bundled:minilm"),
+                                   model="bundled:minilm", depth=args.depth),
     }
     rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -240,3 +240,33 @@ def test_fusion():
     assert normalize(a) == [("p1", 1.0), ("p2", 0.5), ("p3", 0.0)]
     z = normalize(a, "zscore")
     assert z[1][1] == pytest.approx(0.0) and z[0][1] == pytest.approx(-z[2][1])
+
+
+def test_rerank_depth_scores_only_the_head(minilm):
+    """``depth`` re-ranks the first candidates only (what the ``rerank`` stage's ``depth`` option does); the tail keeps
+    its retrieval order below them. The head's order is the ranker's own over those passages alone."""
+    from ikatkit.rank.rerank import rerank_lists
+
+    ranker = minilm
+    texts = {"p1": "Bananas are yellow fruit.", "p2": "Paris is the capital of France.",
+             "p3": "The Eiffel Tower stands in Paris.", "p4": "Apples grow on trees."}
+    query = "capital city of France"
+    ids = ["p1", "p2", "p3", "p4"]
+    head = ranker.rank(query, {pid: texts[pid] for pid in ids[:2]})
+    got = rerank_lists(ranker, {"q": (query, ids)}, texts, depth=2)["q"]
+    assert [pid for pid, _ in got] == [pid for pid, _ in head] + ["p3", "p4"] == ["p2", "p1", "p3", "p4"]
+    assert [score for _, score in got[:2]] == pytest.approx([score for _, score in head])
+    assert got[2][1] == pytest.approx(head[-1][1] - 1) and got[3][1] == pytest.approx(head[-1][1] - 2)
+    full = rerank_lists(ranker, {"q": (query, ids)}, texts)["q"]
+    assert [pid for pid, _ in full][:2] == ["p2", "p3"]  # without depth, p3 (Paris) overtakes p1
+    assert rerank_lists(ranker, {"q": (query, ids)}, texts, k=3, depth=2)["q"] == got[:3]
+
+
+def test_rerank_stage_refuses_a_depth_below_one():
+    from ikatkit.errors import IkatError
+    from ikatkit.pipelines.stages import Rerank
+
+    Rerank.check({"depth": 20, "k": None})
+    with pytest.raises(IkatError) as err:
+        Rerank.check({"depth": 0})
+    assert err.value.where == "depth"

@@ -250,23 +250,33 @@ class Retrieve(Stage):
 
 @register
 class Rerank(Stage):
-    """Re-rank each query's candidates with a (bi- or cross-encoder) ranker against that query."""
+    """Re-rank each query's candidates with a (bi- or cross-encoder) ranker against that query; ``depth`` re-ranks
+    only the first ``depth`` candidates (the rest follow in retrieval order: a cross-encoder's cost grows with the
+    candidates it scores), ``k`` keeps the top k."""
 
     name = "rerank"
     requires = ("candidates",)
     provides = ("reranked",)
     single_list_provides = ("ranking",)
 
-    def __init__(self, ranker: Any, searcher: Any, k: int | None = None) -> None:
-        self.ranker, self.texts, self.k = ranker, searcher.texts, k
+    def __init__(self, ranker: Any, searcher: Any, k: int | None = None, depth: int | None = None) -> None:
+        self.check({"k": k, "depth": depth})
+        self.ranker, self.texts, self.k, self.depth = ranker, searcher.texts, k, depth
+
+    @classmethod
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
+        for key in ("k", "depth"):
+            if options.get(key) is not None and options[key] < 1:
+                raise IkatError(f"{key} = {options[key]} is not a positive count", where=key,
+                                fix=f"give {key} >= 1, or leave it out for all candidates")
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         from ikatkit.rank.rerank import rerank_lists
 
         for record in records:
-            texts = self.texts(sorted({pid for hits in record.candidates.values() for pid, _ in hits}))
+            texts = self.texts(sorted({pid for hits in record.candidates.values() for pid, _ in hits[:self.depth]}))
             lists = {key: (query_of(key), [pid for pid, _ in hits]) for key, hits in record.candidates.items()}
-            record.reranked = rerank_lists(self.ranker, lists, texts, self.k)
+            record.reranked = rerank_lists(self.ranker, lists, texts, self.k, self.depth)
             if len(record.reranked) == 1:
                 record.ranking = next(iter(record.reranked.values()))
         return records
