@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from ikatkit.errors import IkatError
 from ikatkit.evaluate.ptkb import evaluate_ptkb
 from ikatkit.rank import make_ranker, rank_ptkb
 from ikatkit.rank.standalone import rank_topics_ptkb
@@ -191,15 +192,16 @@ def cross_encoder_pairs():
             for passage in passages]
 
 
-@pytest.mark.parametrize("backend", ["torch", "openvino"])
-def test_cross_encoder_matches_naive_predict(cross_encoder_folder, backend, tmp_path, monkeypatch):
-    """Each backend's scores equal naive ``CrossEncoder.predict`` to 1e-4, and so does the ranking; with
-    OpenVINO the ONNX export is written once into the cache and reused."""
+@pytest.mark.parametrize("backend, threads", [("torch", None), ("openvino", None), ("openvino", 1)])
+def test_cross_encoder_matches_naive_predict(cross_encoder_folder, backend, threads, tmp_path, monkeypatch):
+    """Each backend's scores (OpenVINO on its own threads or on one) equal naive ``CrossEncoder.predict`` to 1e-4,
+    and so does the ranking; with OpenVINO the ONNX export is written once into the cache and reused."""
     from sentence_transformers import CrossEncoder
 
     monkeypatch.setenv("IKATKIT_CACHE", str(tmp_path))
     pairs = cross_encoder_pairs()
-    ranker = make_ranker("cross-encoder", cross_encoder_folder, max_length=128, device="cpu", backend=backend)
+    ranker = make_ranker("cross-encoder", cross_encoder_folder, max_length=128, device="cpu", backend=backend,
+                         threads=threads)
     assert ranker.backend == backend
     naive_model = CrossEncoder(cross_encoder_folder, max_length=128)
     naive = [float(s) for s in naive_model.predict(pairs, batch_size=32)]
@@ -220,6 +222,9 @@ def test_cross_encoder_matches_naive_predict(cross_encoder_folder, backend, tmp_
 def test_cross_encoder_dedupes_within_a_call(cross_encoder_folder, tmp_path, monkeypatch):
     """Duplicate pairs in one call are scored once; no cache across calls (scores depend on the batch)."""
     monkeypatch.setenv("IKATKIT_CACHE", str(tmp_path))
+    with pytest.raises(IkatError) as err:
+        make_ranker("cross-encoder", cross_encoder_folder, device="cpu", backend="torch", threads=1)
+    assert err.value.where == "threads"
     ranker = make_ranker("cross-encoder", cross_encoder_folder, device="cpu")
     assert ranker.backend == "openvino"  # the default on the CPU
     pairs = [("q1", "short"), ("q1", "a much longer passage " * 20), ("q1", "short"), ("q2", "medium text here")]
@@ -263,7 +268,6 @@ def test_rerank_depth_scores_only_the_head(minilm):
 
 
 def test_rerank_stage_refuses_a_depth_below_one():
-    from ikatkit.errors import IkatError
     from ikatkit.pipelines.stages import Rerank
 
     Rerank.check({"depth": 20, "k": None})

@@ -28,10 +28,11 @@ class CrossEncoderRanker(Ranker):
     """Scores (query, passage) pairs jointly; e.g. ``cross-encoder/ms-marco-MiniLM-L-12-v2``.
 
     ``backend`` is ``"openvino"`` (CPU only) or ``"torch"``; by default OpenVINO where the model sits on the CPU.
+    ``threads``: OpenVINO's inference threads, not pinned to cores (default: as OpenVINO chooses, pinned).
     """
 
     def __init__(self, model: str, max_length: int = 512, batch_size: int = 32, device: str | None = None,
-                 cache: bool = False, backend: str | None = None) -> None:
+                 cache: bool = False, backend: str | None = None, threads: int | None = None) -> None:
         super().__init__(cache=cache)
         from sentence_transformers import CrossEncoder
 
@@ -44,7 +45,10 @@ class CrossEncoderRanker(Ranker):
         if self.backend == "openvino" and self.model.device.type != "cpu":
             raise IkatError(f"the OpenVINO backend runs on the CPU, not {self.model.device}",
                             fix='use backend = "torch" on a GPU')
-        self._infer = openvino_model(self.model) if self.backend == "openvino" else None
+        if threads is not None and self.backend != "openvino":
+            raise IkatError("threads sets OpenVINO's threads; the torch backend takes PyTorch's", where="threads",
+                            fix='remove threads, or use backend = "openvino"')
+        self._infer = openvino_model(self.model, threads) if self.backend == "openvino" else None
 
     def _score_unique(self, pairs: list[tuple[str, str]]) -> list[float]:
         if self._infer is None:
@@ -76,7 +80,7 @@ def pad(model: Any, features: dict[str, list[list[int]]], rows: list[int], kind:
                                     return_tensors=kind))
 
 
-def openvino_model(model: Any) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+def openvino_model(model: Any, threads: int | None = None) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     """A function from padded inputs to logits: ``model``'s transformer as OpenVINO IR (converted once into the
     cache) compiled for the CPU in float32; one clear error unless it scores two probe pairs as PyTorch does."""
     import torch
@@ -92,7 +96,7 @@ def openvino_model(model: Any) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     config = {key: value for key, value in network.config.to_dict().items() if key != "_name_or_path"}
     path = export_ir(positional(network, names, _logits), [probe[name] for name in names],
                      ir_folder(network, "logits", names, config))
-    request = compile_ir(path, hint="LATENCY").create_infer_request()
+    request = compile_ir(path, threads, hint="LATENCY").create_infer_request()
 
     def infer(inputs: dict[str, np.ndarray]) -> np.ndarray:
         return request.infer([inputs[name] for name in names])[0].copy()
