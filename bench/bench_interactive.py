@@ -3,10 +3,10 @@ conversations replayed by the local simulator (`ikatkit simulate`'s app in a thr
 the HTTP overhead measured separately.
 
 Configs (over a Lucene index of the 894 real 2023 provenance passages):
-- ``bm25-ce``: BM25 top-100 -> cross-encoder re-rank of the top ``--depth`` (10) -> extractive answer. No MS MARCO cross-encoder ships offline:
-  the cross-encoder is the bundled MiniLM-L6 with an untrained one-logit head, the architecture and cost of
-  cross-encoder/ms-marco-MiniLM-L-6-v2 (its scores are meaningless: latency only).
-- ``bm25-ce-tiny``: the same over all 100 candidates with a cross-encoder of the shape of
+- ``bm25-ce``: BM25 top-100 -> cross-encoder re-rank of the top ``--depth`` (10) -> extractive answer. No MS MARCO
+  cross-encoder ships offline: the cross-encoder is the bundled MiniLM-L6 with an untrained one-logit head, the
+  architecture and cost of cross-encoder/ms-marco-MiniLM-L-6-v2 (its scores are meaningless: latency only).
+- ``bm25-ce-tiny``: the same over the top ``--tiny-depth`` (all 100) with a cross-encoder of the shape of
   cross-encoder/ms-marco-TinyBERT-L-2-v2 (2 layers, hidden 128; untrained: latency only).
 - ``bm25-bi``: BM25 top-100 -> bundled MiniLM bi-encoder re-rank of the top ``--depth`` -> extractive answer.
 - ``bm25``: configs/interactive_extractive.toml (BM25 top-100 -> extractive answer, no model): the floor.
@@ -43,7 +43,7 @@ kind = "bm25"
 [resources.ranker]
 kind = "{kind}"
 model = "{model}"
-
+{options}
 [[stages]]
 stage = "raw_query"
 
@@ -143,7 +143,11 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=0, help="first N 2023 conversations (0 = all 25)")
     parser.add_argument("--demo-conversations", type=int, default=2, help="conversations for configs/demo.toml")
     parser.add_argument("--configs", nargs="+", default=["bm25", "bm25-bi", "bm25-ce", "bm25-ce-tiny", "demo"])
-    parser.add_argument("--depth", type=int, default=10, help="candidates the MiniLM bi-/cross-encoder re-ranks per turn")
+    parser.add_argument("--ce-threads", type=int, default=0,
+                        help="OpenVINO threads of the cross-encoders (0: its choice)")
+    parser.add_argument("--ce-max-length", type=int, default=512, help="tokens of a (query, passage) pair kept")
+    parser.add_argument("--depth", type=int, default=10, help="candidates the MiniLM models re-rank per turn")
+    parser.add_argument("--tiny-depth", type=int, default=100, help="candidates the TinyBERT-shaped one re-ranks")
     args = parser.parse_args()
     from ikatkit.interactive.driver import run_interactive
     from ikatkit.simulate.server import Simulator
@@ -155,13 +159,15 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     index = index_of(Path(args.data), work)
     all_topics = load_topics(Path(args.data) / "test_topics.json")
+    options = f"max_length = {args.ce_max_length}\n" + (f"threads = {args.ce_threads}\n" if args.ce_threads else "")
     configs = {
         "bm25-ce": PIPELINE.format(name="bm25-ce", ranker="cross-encoder (MiniLM-L6, untrained head)",
-                                   kind="cross-encoder", model=cross_encoder(work), depth=args.depth),
+                                   kind="cross-encoder", model=cross_encoder(work), depth=args.depth, options=options),
         "bm25-ce-tiny": PIPELINE.format(name="bm25-ce-tiny", ranker="cross-encoder (TinyBERT-L2 shape, untrained)",
-                                        kind="cross-encoder", model=cross_encoder(work, tiny=True), depth=100),
+                                        kind="cross-encoder", model=cross_encoder(work, tiny=True),
+                                        depth=args.tiny_depth, options=options),
         "bm25-bi": PIPELINE.format(name="bm25-bi", ranker="MiniLM bi-encoder", kind="bi-encoder",
-                                   model="bundled:minilm", depth=args.depth),
+                                   model="bundled:minilm", depth=args.depth, options=""),
     }
     rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
