@@ -188,7 +188,9 @@ def test_persona_eval_cli(tmp_path: Path, capsys) -> None:
 
 
 def test_run_keeps_the_store_in_its_out_folder(demo_dir: Path, demo_index: Path, tmp_path: Path) -> None:
-    """``ikatkit run`` with track_persona: the store lands in <out>/persona and rank_ptkb ranks the statements."""
+    """``ikatkit run`` with track_persona: the store lands in <out>/persona and rank_ptkb ranks the statements; the
+    official run cites only the topics' own PTKB keys (a ``u1`` there made the validator fail the run), and the
+    manifest counts the statements left out."""
     from ikatkit.pipelines.runner import run_pipeline
 
     config = tmp_path / "persona.toml"
@@ -197,7 +199,7 @@ def test_run_keeps_the_store_in_its_out_folder(demo_dir: Path, demo_index: Path,
                       '[[stages]]\nstage = "raw_query"\n[[stages]]\nstage = "rank_ptkb"\nranker = "minilm"\nk = 100\n'
                       '[[stages]]\nstage = "retrieve"\nk = 10\n[[stages]]\nstage = "respond"\ntask = "extractive"\n')
     outcome = run_pipeline(config, demo_dir / "topics.json", tmp_path / "out", index=demo_index,
-                           cache_dir=tmp_path / "cache", validate=False)
+                           cache_dir=tmp_path / "cache", validate=True)
     store = json.loads((tmp_path / "out" / "persona" / "persona.json").read_text())
     assert [s["text"] for s in store["users"]["demo-2"]["statements"]] == [
         "I'm thinking about Japan.", "I don't eat meat."]
@@ -205,3 +207,11 @@ def test_run_keeps_the_store_in_its_out_folder(demo_dir: Path, demo_index: Path,
     turn = next(r for r in outcome.records if r.qid == "demo-2_4")
     assert {"u1", "u2"} <= {key for key, _ in turn.ptkb}
     assert turn.ptkb_all["u2"] == "I don't eat meat."
+    own = {r.qid: set(r.ptkb_all) - {k for k in r.ptkb_all if k.startswith("u")} for r in outcome.records}
+    cited = {t.turn_id: [ref.key for ref in t.responses[0].ptkb] for t in outcome.run.turns}
+    assert cited["demo-2_4"] == [key for key, _ in turn.ptkb if key in own["demo-2_4"]]
+    assert all(set(keys) <= own[qid] for qid, keys in cited.items())
+    persona_refs = sum(key.startswith("u") for r in outcome.records for key, _ in r.ptkb)
+    assert persona_refs >= 2
+    assert json.loads(outcome.manifest_file.read_text())["ptkb_not_cited"] == persona_refs
+    assert outcome.valid, (tmp_path / "out" / "validation.txt").read_text()

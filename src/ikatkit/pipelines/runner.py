@@ -21,7 +21,7 @@ import platform
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -82,14 +82,18 @@ class RunOutcome:
         return done + (f"; {turns - now} turns from the checkpoints of an earlier run" if now < turns else "")
 
 
-def to_run(records: list[TurnRecord], config: RunConfig, year: int) -> Run:
-    """The run model of finished records: one response per turn, passages in rank order."""
+def to_run(records: list[TurnRecord], config: RunConfig, year: int,
+           ptkb_keys: Mapping[str, Collection[str]] | None = None) -> Run:
+    """The run model of finished records: one response per turn, passages in rank order. With ``ptkb_keys``
+    (turn id -> the keys of its topic's PTKB), only those keys are cited as PTKB provenance: statements
+    ``track_persona`` added (``u1`` ...) come from the user's words, not from the PTKB the format cites."""
     turns = []
     for record in records:
         used = set(record.used)
         passages = [PassageRef(pid, score, record.passage_texts.get(pid, ""), pid in used)
                     for pid, score in strictly_decreasing(record.ranking[:1000])]
-        ptkb = [PtkbRef(key, score, record.ptkb_all.get(key, "")) for key, score in record.ptkb]
+        citable = ptkb_keys[record.qid] if ptkb_keys is not None else record.ptkb_all
+        ptkb = [PtkbRef(key, score, record.ptkb_all.get(key, "")) for key, score in record.ptkb if key in citable]
         turns.append(TurnResult(record.qid, [Response(1, record.response, passages, ptkb)]))
     return Run(config.name, config.run_type, turns, year, config.team_id)
 
@@ -290,7 +294,8 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         records.extend(batch)
         for name, value in batch_seconds.items():
             seconds[name] = seconds.get(name, 0.0) + value
-    run = to_run(records, config, topics.year)
+    own = {record.qid: set(topics.conversation_of(record.qid).ptkb) for record in records}
+    run = to_run(records, config, topics.year, own)
     run_file = out / f"{config.name}{RUN_SUFFIX[topics.year]}"
     trec_file = out / f"{config.name}.trec"
     write_run(run, run_file, str(topics.year))
@@ -320,6 +325,7 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
         "batches_run_now": now[0], "turns_run_now": now[1], "seconds_run_now": round(now[2], 3),
         "resource_stats": resources.stats, "notes": notes,
+        "ptkb_not_cited": sum(key not in own[r.qid] for r in records for key, _ in r.ptkb),  # track_persona's
         "guarded_llm_outputs": guarded, "valid": valid,
         **{cls.summary_key: cls.summary(records, seconds.get(name))
            for name, cls in registered_stages().items() if cls.summary_key},
