@@ -2,7 +2,12 @@
 the tags mapped to runs by name, as a Markdown table (each row's command is ``ikatkit eval-matcher LABELS
 --nuggets ... --responses ... --matcher M [--threshold T] [--tags ...] --format json``).
 
-    PYTHONPATH=src python bench/matcher_agreement.py [../shared/ikat/2024-nuggets] [extra rows as JSON files]
+``--llm``: the LLM judge rows instead, the bundled SmolLM2-135M served by a llama.cpp server this script starts on
+loopback with one thread (``ikatkit.llm.server.llama_cpp_server``), judged through the openai backend
+(``--matcher llm --llm-config`` a TOML naming the server; outputs cached in eval-matcher's cache folder); each
+row's wall seconds and the judge's calls and parse fallbacks go to stderr.
+
+    PYTHONPATH=src python bench/matcher_agreement.py [../shared/ikat/2024-nuggets] [--llm] [extra rows as JSON files]
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import contextlib
 import io
 import json
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 from ikatkit.cli import main
@@ -36,9 +43,27 @@ def row(name: str, subset: str, r: dict) -> str:
             f"{r['kappa_ci'][1]:.2f}] | {tau} | {auc} |")
 
 
-def main_table(folder: Path, extra_files: list[str]) -> None:
+def llm_rows(folder: Path) -> None:
+    """SmolLM2-135M as the judge, through a one-thread llama.cpp server on loopback."""
+    from ikatkit.llm.server import llama_cpp_server
+
+    with tempfile.TemporaryDirectory() as tmp, llama_cpp_server("bundled:smollm2", n_threads=1) as url:
+        config = Path(tmp) / "smollm2-llama-cpp.toml"
+        config.write_text(f'backend = "openai"\nmodel = "smollm2"\nbase_url = "{url}"\nmax_concurrency = 1\n',
+                          encoding="utf-8")
+        for subset, tags in SUBSETS:
+            start = time.perf_counter()
+            r = run(folder, "llm", ["--llm-config", str(config), *tags])
+            print(f"{subset}: {time.perf_counter() - start:.0f} s wall, judge {r['llm']}", file=sys.stderr)
+            print(row("LLM SmolLM2-135M (llama.cpp, nugget_support prompt)", subset, r))
+
+
+def main_table(folder: Path, extra_files: list[str], llm: bool = False) -> None:
     print("| matcher | labels | pairs | accuracy | bal. acc. | precision | recall | kappa [95% CI] | run tau | AUC |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    if llm:
+        llm_rows(folder)
+        return
     for subset, tags in SUBSETS:
         for matcher, extra in ROWS:
             r = run(folder, matcher, extra + tags)
@@ -50,4 +75,5 @@ def main_table(folder: Path, extra_files: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main_table(Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/ikat/2024-nuggets"), sys.argv[2:])
+    args = [a for a in sys.argv[1:] if a != "--llm"]
+    main_table(Path(args[0] if args else "../shared/ikat/2024-nuggets"), args[1:], "--llm" in sys.argv[1:])

@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
            "auc": float(roc_auc_score(human, values)) if scored and len(set(human.tolist())) == 2 else None,
            "folds": [vars(f) | {"tuned_on": list(f.tuned_on)} for f in folds],
            "tags": {t: {"run": m.run, "how": m.how, "fit_auc": m.fit, "runner_up": m.runner_up,
-                        "candidates": m.candidates} for t, m in tag_runs.items()}}
+                        "candidates": m.candidates} for t, m in tag_runs.items()},
+           "llm": dict(matcher.llm.stats) if hasattr(matcher, "llm") else None}  # calls, parse fallbacks ...
     if args.format == "json":
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return 0

@@ -27,6 +27,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="llm users: folder of simulation-data.csv (topics without a persona there use their PTKB)")
     p.add_argument("--llm", default="bundled:smollm2", help="llm users: the model (ikatkit LLM layer)")
     p.add_argument("--llm-backend", choices=["transformers", "openai"], default="transformers")
+    p.add_argument("--llm-config", help="llm users: TOML or JSON of the LLM (backend, model, base_url ...; "
+                                        "instead of --llm and --llm-backend), as eval-responses reads it")
     p.add_argument("--max-turns", type=int, default=10, help="llm users: turns after which they leave")
     p.set_defaults(func=run)
 
@@ -48,10 +50,12 @@ def run(args: argparse.Namespace) -> int:
     if args.users == "replay":
         users = replay_users(topics)
     else:
-        from ikatkit.llm import make_llm
+        from ikatkit.llm import make_llm, read_llm_config
 
         personas = load_personas(Path(args.persona_data)) if Path(args.persona_data).is_dir() else {}
-        llm = make_llm({"backend": args.llm_backend, "model": args.llm, "max_new_tokens": 48})
+        config = (read_llm_config(args.llm_config) if args.llm_config
+                  else {"backend": args.llm_backend, "model": args.llm})
+        llm = make_llm({"max_new_tokens": 48, **config})
         users = llm_users(topics, personas, llm, args.max_turns)
     sim = Simulator(users, {token: args.team}, store=args.store, run_limit=args.runs, session_limit=args.sessions)
     print(f"simulating {len(users)} topics ({args.users} users) on http://127.0.0.1:{args.port}", flush=True)
