@@ -380,6 +380,50 @@ def test_llm_users_ask_and_leave_within_the_turn_limit(demo_topics):
     assert rows[0]["responses"][0]["user_meta"]["rubric"] == question  # the persona's first question, from its topic
 
 
+def test_llm_users_of_the_real_2025_simulation_data(ikat2023, tmp_path):
+    """The first simulated user of the organizers' simulation-data.csv (topic 1-1) asking through the bundled
+    SmolLM2 on a llama.cpp server (1 thread), over real HTTP, with a turn limit of 2."""
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed by `make setup-test`")
+    from ikatkit.llm import make_llm
+    from ikatkit.llm.server import llama_cpp_server
+    from ikatkit.simulate.users import llm_users, load_personas
+    from ikatkit.topics import parse_topics
+
+    personas = load_personas(ikat2023.parent / "2025-simulation")
+    persona = personas["1-1"][0]
+    # the 2025 topics are not in ../shared/ikat: topic 1-1 stands in, titled after its user's first question
+    topics = parse_topics([{"number": "1-1", "title": "Food for stomach acid reflux", "ptkb": {}, "turns": [
+        {"turn_id": 1, "utterance": "x", "resolved_utterance": "x", "response": "x", "ptkb_provenance": [],
+         "response_provenance": []}]}], 2023)
+    answer = "Oatmeal, bananas, melons and green vegetables are gentle on acid reflux; avoid citrus, coffee and fat."
+    with llama_cpp_server("bundled:smollm2", n_threads=1, ready_timeout=90) as llm_url:
+        llm = make_llm({"backend": "openai", "model": "smollm2", "base_url": llm_url, "max_new_tokens": 24})
+        sim = Simulator(llm_users(topics, personas, llm, max_turns=2), {TOKEN: "team-a"})
+        with serve(sim) as url:
+            client = ApiClient(url, TOKEN)
+            messages = [client.start("persona", "d", {})]
+            while not messages[-1]["last_response_of_session"]:
+                messages.append(client.continue_("persona", answer, {"clueweb22-en0000-00-00000:0": 1.0}, {}))
+            rows = client.dump("persona")
+            client.close()
+    assert {(m["topic_id"], m["user_id"]) for m in messages} == {("1-1", "1_1")}  # the file's topic and user
+    said = [m["utterance"] for m in messages[:-1]]
+    assert len(said) == 2 and messages[-1]["utterance"] == FAREWELL and messages[-1]["last_response_of_run"]
+    persona_text = " ".join(persona.statements).lower()
+    for utterance in said:  # its own words: not empty, not a persona statement, not the system prompt
+        assert len(utterance.split()) >= 3 and utterance.lower() not in persona_text
+        assert not any(s.lower().rstrip(".") in utterance.lower() for s in persona.statements)
+        assert "what is true of you" not in utterance.lower()
+    metas = [r["responses"][0]["user_meta"] for r in rows]
+    assert metas[0]["rubric"] == "What  food is good for stomach acid reflux and some that I should avoid?"
+    assert all(0 <= m["rubric_score"] <= 5 for m in metas[1:] if m.get("rubric_score") is not None)
+    dump = tmp_path / "persona.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    report = validate_run(dump, topics)
+    assert report.ok, str(report)
+    assert [r["responses"][0]["user_utterance"] for r in rows] == [*said, FAREWELL]
+
+
 # ---------------------------------------------------------------- --track-persona
 
 

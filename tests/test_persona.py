@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ikatkit.errors import IkatError
+from ikatkit.llm import LLM
 from ikatkit.studies.persona import PersonaCase, evaluate, revealed, rule_extract
 from ikatkit.pipelines.persona import PersonaStore, TrackPersona, check_statements, self_statements
 from ikatkit.pipelines.record import TurnRecord, records_for
@@ -171,16 +172,22 @@ def test_persona_eval_hand_computed() -> None:
     assert score.precision == pytest.approx(2 / 3) and score.recall == pytest.approx(2 / 3)
 
 
-def test_persona_eval_cli(tmp_path: Path, capsys) -> None:
-    from ikatkit.cli import main
-
+def _topics_file(folder: Path) -> Path:
+    """CASES[0] as a 2023 topics file."""
     topics = [{"number": "1-1", "title": "t", "ptkb": {"1": "I have diabetes.", "2": "I live in Paris.",
                                                       "3": "My dog is called Rex."},
                "turns": [{"turn_id": i, "utterance": u, "resolved_utterance": u, "response": "ok",
                           "ptkb_provenance": [], "response_provenance": []}
                          for i, u in enumerate(CASES[0].utterances, 1)]}]
-    path = tmp_path / "topics.json"
+    path = folder / "topics.json"
     path.write_text(json.dumps(topics))
+    return path
+
+
+def test_persona_eval_cli(tmp_path: Path, capsys) -> None:
+    from ikatkit.cli import main
+
+    path = _topics_file(tmp_path)
     assert main(["persona-eval", "--topics", str(path), "--cache", str(tmp_path / "cache")]) == 0
     row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| topics.json")][0]
     assert [c.strip() for c in row.split("|")[3:10]] == ["1", "3", "3", "2", "3", "2", "2"]
@@ -215,3 +222,65 @@ def test_run_keeps_the_store_in_its_out_folder(demo_dir: Path, demo_index: Path,
     assert persona_refs >= 2
     assert json.loads(outcome.manifest_file.read_text())["ptkb_not_cited"] == persona_refs
     assert outcome.valid, (tmp_path / "out" / "validation.txt").read_text()
+
+
+class _DiesOnCall(LLM):
+    """The real LLM base class (its disk cache) over a generator that dies on its ``die``-th call, as a killed
+    process would: what earlier calls generated must be in the cache."""
+
+    backend = "test"
+
+    def __init__(self, cache_dir: Path, die: int | None = None) -> None:
+        super().__init__("m", cache_dir=str(cache_dir))
+        self.batches: list[int] = []
+        self.die = die
+
+    def _generate(self, batch: list, params: dict) -> list[tuple[str, int, int]]:
+        self.batches.append(len(batch))
+        if len(self.batches) == self.die:
+            raise KeyboardInterrupt
+        return [("none", 1, 1) for _ in batch]
+
+
+def test_llm_extractor_keeps_progress_of_a_killed_run(tmp_path: Path) -> None:
+    """20 utterances go to the LLM 8 at a time (LLM_BATCH): killed in its second call, a run leaves the first 8
+    outputs in the cache, and the rerun generates only the other 12 (8 + 4)."""
+    from ikatkit.pipelines.persona import LLM_BATCH, llm_statements
+
+    assert LLM_BATCH == 8
+    utterances = [f"I have {n} cats." for n in range(20)]
+    killed = _DiesOnCall(tmp_path, die=2)
+    with pytest.raises(KeyboardInterrupt):
+        llm_statements(killed, utterances)
+    assert killed.batches == [8, 8]
+    rerun = _DiesOnCall(tmp_path)
+    extracted, problems = llm_statements(rerun, utterances)
+    assert rerun.batches == [8, 4] and rerun.stats["hits"] == 8
+    assert extracted == {u: [] for u in utterances} and problems == {}  # "none": no statement, no problem
+
+
+def test_persona_eval_with_an_llm_config(tmp_path: Path, capsys) -> None:
+    """persona-eval --llm-config: the bundled SmolLM2 on a real llama.cpp server (1 thread), openai backend."""
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed by `make setup-test`")
+    from ikatkit.cli import main
+    from ikatkit.llm.server import llama_cpp_server
+
+    path = _topics_file(tmp_path)
+    config = tmp_path / "llm.toml"
+    with llama_cpp_server("bundled:smollm2", n_threads=1, ready_timeout=90) as url:
+        config.write_text(f'[llm]\nbackend = "openai"\nmodel = "smollm2"\nbase_url = "{url}"\n')
+        argv = ["persona-eval", "--topics", str(path), "--llm-config", str(config), "--llm-only",
+                "--cache", str(tmp_path / "cache")]
+        assert main(argv) == 0
+        first = capsys.readouterr().out
+        assert main(argv) == 0
+        again = capsys.readouterr().out
+    row = [line for line in first.splitlines() if line.startswith("| topics.json")]
+    assert len(row) == 1 and row[0].split("|")[2].strip() == "llm smollm2"
+    assert [c.strip() for c in row[0].split("|")[3:7]] == ["1", "3", "3", "2"]  # users, utterances, PTKB, revealed
+    assert "llm smollm2: 3 utterances (0 from the cache)" in first
+    assert "llm smollm2: 3 utterances (3 from the cache)" in again and again.split("\n\n")[1] == first.split("\n\n")[1]
+    assert main(["persona-eval", "--topics", str(path), "--llm-config", str(tmp_path / "absent.toml")]) == 2
+    assert "LLM config not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # one LLM: --llm or --llm-config
+        main(["persona-eval", "--topics", str(path), "--llm", "bundled:smollm2", "--llm-config", str(config)])

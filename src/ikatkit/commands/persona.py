@@ -15,15 +15,19 @@ def add(sub: argparse._SubParsersAction) -> None:
                                             "statements the users' utterances reveal")
     p.add_argument("--topics", required=True, nargs="+",
                    help="topics files (any year) or the organizers' 2025 simulation-data.csv; a table row each")
-    p.add_argument("--llm", help="also extract with this LLM (transformers backend, e.g. bundled:smollm2)")
-    p.add_argument("--llm-only", action="store_true", help="with --llm: no row for the rule extractor")
+    llm = p.add_mutually_exclusive_group()
+    llm.add_argument("--llm", help="also extract with this LLM (transformers backend, e.g. bundled:smollm2)")
+    llm.add_argument("--llm-config",
+                     help="... or with the LLM of this TOML or JSON file, as an llm resource: backend, model, "
+                          "base_url ... (e.g. a llama.cpp server: bench/persona_llm.py)")
+    p.add_argument("--llm-only", action="store_true", help="with --llm/--llm-config: no row for the rule extractor")
     p.add_argument("--threshold", type=float, default=None,
                    help=f"MiniLM cosine for a match (default {DEFAULT_THRESHOLD}, calibrated on the 2023 train topics)")
     p.add_argument("--calibrate", action="store_true",
                    help="choose the threshold on the first --topics file (its F1 per threshold printed), use it")
     p.add_argument("--limit", type=int, help="only the first N users (conversations) of each file")
     p.add_argument("--conversations", nargs="+", help="only these conversations (users) of each file")
-    p.add_argument("--max-new-tokens", type=int, default=64, help="LLM output length")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="LLM output length (unless the config sets it)")
     p.add_argument("--cache", help="cache folder for LLM outputs and embeddings (default $IKATKIT_CACHE)")
 
     def run(args: argparse.Namespace) -> int:
@@ -48,16 +52,25 @@ def add(sub: argparse._SubParsersAction) -> None:
             threshold, f1 = calibrate(files[args.topics[0]], encoder.encode)
             sys.stdout.write("calibration (F1 of cosine >= t against the revealed rule, utterance x statement): "
                              + ", ".join(f"{t}: {v:.3f}" for t, v in f1.items()) + f"\nchosen: {threshold}\n\n")
-        extractors = [] if args.llm and args.llm_only else [("rule", rule_extract)]
-        if args.llm:
-            from ikatkit.llm import make_llm
+        with_llm = bool(args.llm or args.llm_config)
+        extractors = [] if with_llm and args.llm_only else [("rule", rule_extract)]
+        if with_llm:
+            from ikatkit.llm import make_llm, read_llm_config
 
-            llm = make_llm({"backend": "transformers", "model": args.llm, "max_new_tokens": args.max_new_tokens,
-                            "cache_dir": str(cache / "llm")})
-            extractors.append((f"llm {args.llm}", llm_extract(llm)))
+            config = read_llm_config(args.llm_config) if args.llm_config else {"backend": "transformers",
+                                                                                "model": args.llm}
+            config.setdefault("max_new_tokens", args.max_new_tokens)
+            config.setdefault("cache_dir", str(cache / "llm"))
+            llm = make_llm(config)
+            extractors.append((f"llm {config.get('model')}", llm_extract(llm)))
         rows = [(Path(path).name, name, evaluate(cases, extract, encoder.encode, threshold))
                 for path, cases in files.items() for name, extract in extractors]
         sys.stdout.write(table(rows, threshold))
+        if with_llm:
+            s = llm.stats
+            sys.stdout.write(f"\nllm {config.get('model')}: {s['calls']:.0f} utterances ({s['hits']:.0f} from the "
+                             f"cache), {s['parse_fallbacks']:.0f} outputs refused by the guard (rule used), "
+                             f"{s['generate_seconds']:.0f} s generating\n")
         return 0
 
     p.set_defaults(func=run)

@@ -46,6 +46,7 @@ _REQUEST = re.compile(r"\b(?:want|like|need|wish|love)\s+to\s+(?:know|learn|find
 _CHATTER = re.compile(r"^i\s+(?:see|mean|meant|understand|agree)\b|^i\s+think\s+that'?s\s+all\b", re.I)
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 MAX_STATEMENT_WORDS = 30
+LLM_BATCH = 8  # utterances per LLM call: the LLM's cache is written per call, so a killed run keeps its calls' work
 EXTRACTORS = ("rule", "llm")
 
 
@@ -287,12 +288,15 @@ class TrackPersona(Stage):
 
 
 def llm_statements(llm: Any, utterances: list[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, str]]]:
-    """The LLM's self-statements of each utterance (one batch); refused outputs are left out, their reason and
-    output in the second dict (counted as the LLM's fallbacks: the rule is used for them)."""
+    """The LLM's self-statements of each utterance; refused outputs are left out, their reason and output in the
+    second dict (counted as the LLM's fallbacks: the rule is used for them). The LLM gets :data:`LLM_BATCH`
+    utterances per call, so its cache keeps the work done before a kill."""
     from ikatkit.llm.prompts import STOPS, render
 
-    outputs = llm.chat([render("persona_statements", utterance=u) for u in utterances],
-                       stop=STOPS["persona_statements"]) if utterances else []
+    outputs = [output for start in range(0, len(utterances), LLM_BATCH)
+               for output in llm.chat([render("persona_statements", utterance=u)
+                                       for u in utterances[start: start + LLM_BATCH]],
+                                      stop=STOPS["persona_statements"])]
     extracted, problems = {}, {}
     for utterance, output in zip(utterances, outputs):
         statements, problem = check_statements(output, utterance)
