@@ -1,7 +1,7 @@
 """Run every benchmark with settings sized for a 2-core machine; each prints its figures and its ratio
 against an anchor measured in the same run. Pass a benchmark's name to run only that one.
 
-    python bench/run_all.py [index|search|rerank|biencoder|llm|dense|responses|promise|partitions]
+    python bench/run_all.py [index|search|rerank|biencoder|llm|dense|responses|promise|partitions|interactive]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 BENCHMARKS = {
     "index": ["bench_index.py"],
-    "search": ["bench_search.py", "--passages", "200000", "--queries", "200"],
+    "search": ["bench_search.py", "--passages", "200000", "--queries", "200", "--repeats", "3"],
     "rerank": ["bench_rerank.py"],
     "biencoder": ["bench_biencoder.py"],
     "llm": ["bench_llm.py"],
@@ -21,6 +21,7 @@ BENCHMARKS = {
     "responses": ["bench_responses.py"],
     "promise": ["bench_promise.py"],
     "partitions": ["bench_partitions.py", "--passages", "2000000", "--partitions", "8"],
+    "interactive": ["bench_interactive.py", "--conversations", "3", "--configs", "bm25", "bm25-ce", "bm25-ce-tiny"],
 }
 
 
