@@ -29,33 +29,13 @@ from ikatkit.simulate.server import Simulator, create_app
 from ikatkit.simulate.users import FAREWELL, ReplayUser, replay_users
 from ikatkit.topics import load_topics
 
+from bm25_config import BM25_EXTRACTIVE
+
 TOKEN = "local-test-token"
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # manual-like, no model: resolved utterance (raw here: the API sends none) -> gold PTKB (none) -> BM25 -> top passage
-CONFIG = """name = "interactive-test"
-description = "BM25 top-20, extractive answer"
-run_type = "manual"
-
-[resources.bm25]
-kind = "bm25"
-
-[[stages]]
-stage = "manual_query"
-
-[[stages]]
-stage = "gold_ptkb"
-
-[[stages]]
-stage = "retrieve"
-k = 20
-expand_ptkb = false
-
-[[stages]]
-stage = "respond"
-task = "extractive"
-passages = 2
-"""
+CONFIG = BM25_EXTRACTIVE.replace('task = "extractive"', 'task = "extractive"\npassages = 2')
 
 
 @contextmanager

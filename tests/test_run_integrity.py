@@ -20,29 +20,8 @@ from ikatkit.pipelines.base import INITIAL_FIELDS
 from ikatkit.pipelines.registry import STAGES
 from ikatkit.topics import load_topics
 
-BM25_ONLY = """
-name = "bm25-extractive"
-run_type = "manual"
-batch_size = 4
+from bm25_config import BM25_EXTRACTIVE
 
-[resources.bm25]
-kind = "bm25"
-
-[[stages]]
-stage = "manual_query"
-
-[[stages]]
-stage = "gold_ptkb"
-
-[[stages]]
-stage = "retrieve"
-k = 20
-expand_ptkb = false
-
-[[stages]]
-stage = "respond"
-task = "extractive"
-"""
 
 GTR_HEAD = """
 name = "gtr"
@@ -143,7 +122,7 @@ def test_an_unknown_rewrite_task_names_its_config_line(tmp_path):
      "batch_size"),
 ])
 def test_config_mistakes_are_one_clear_error_at_load(tmp_path, edit, where, message, fix):
-    path = _write(tmp_path, BM25_ONLY.replace(*edit))
+    path = _write(tmp_path, BM25_EXTRACTIVE.replace(*edit))
     with pytest.raises(IkatError) as err:
         load_config(path)
     assert err.value.path == path and err.value.where == where
@@ -151,7 +130,7 @@ def test_config_mistakes_are_one_clear_error_at_load(tmp_path, edit, where, mess
 
 
 def test_a_bad_config_fails_before_any_index_or_model_opens(tmp_path, topics):
-    path = _write(tmp_path, BM25_ONLY.replace("k = 20", 'k = "ten"'))
+    path = _write(tmp_path, BM25_EXTRACTIVE.replace("k = 20", 'k = "ten"'))
     with pytest.raises(IkatError, match="is not of type int"):
         run_pipeline(path, topics, tmp_path / "out", index=tmp_path / "no-index")  # no index: it never opened
     assert not (tmp_path / "out").exists()
@@ -232,7 +211,7 @@ def test_two_retrievers_keep_their_own_candidates(tmp_path, topics, demo_index):
 # --- one writer per --out; the fingerprint written only before the first batch -----------------------------------
 
 def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, topics, demo_index):
-    config = _write(tmp_path, BM25_ONLY)
+    config = _write(tmp_path, BM25_EXTRACTIVE)
     out = tmp_path / "out"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; from ikatkit.pipelines.runner import "
@@ -257,7 +236,7 @@ def test_the_lock_file_goes_however_a_run_ends(tmp_path, topics):
     free, the test above)."""
     from ikatkit.pipelines.runner import run_lock
 
-    config = _write(tmp_path, BM25_ONLY)
+    config = _write(tmp_path, BM25_EXTRACTIVE)
     out = tmp_path / "out"
     with pytest.raises(IkatError, match="no-index"):
         run_pipeline(config, topics, out, index=tmp_path / "no-index")
@@ -271,12 +250,12 @@ def test_the_lock_file_goes_however_a_run_ends(tmp_path, topics):
 
 def test_fingerprint_only_before_the_first_batch_and_unstamped_checkpoints_refused(tmp_path, topics,
                                                                                    demo_index):
-    config = _write(tmp_path, BM25_ONLY)
+    config = _write(tmp_path, BM25_EXTRACTIVE)
     out = tmp_path / "out"
     with pytest.raises(IkatError, match="no-index"):  # fails while opening the index: no batch ran
         run_pipeline(config, topics, out, index=tmp_path / "no-index")
     assert not (out / "checkpoints" / "fingerprint.json").exists()
-    other = _write(tmp_path, BM25_ONLY.replace("k = 20", "k = 10"), "other.toml")
+    other = _write(tmp_path, BM25_EXTRACTIVE.replace("k = 20", "k = 10"), "other.toml")
     first = run_pipeline(other, topics, out, index=demo_index)  # the corrected command is not blocked
     assert {len(t.responses[0].passages) for t in first.run.turns} == {10}
     stamp = json.loads((out / "checkpoints" / "fingerprint.json").read_text())
@@ -300,7 +279,7 @@ def test_a_resume_after_a_prompt_edit_is_refused(tmp_path, topics, demo_index, m
     for prompt in (files("ikatkit.llm") / "prompts").iterdir():
         (prompts / prompt.name).write_text(prompt.read_text(encoding="utf-8"))
     monkeypatch.setattr(fp, "files", lambda package: tmp_path / "pkg")
-    config = _write(tmp_path, BM25_ONLY)
+    config = _write(tmp_path, BM25_EXTRACTIVE)
     with pytest.raises(IkatError, match="rerun to resume"):
         run_pipeline(config, topics, tmp_path / "out", index=demo_index, max_batches=1)
     (prompts / "rtg_response.txt").write_text((prompts / "rtg_response.txt").read_text() + "\nBe brief.\n")
@@ -309,7 +288,7 @@ def test_a_resume_after_a_prompt_edit_is_refused(tmp_path, topics, demo_index, m
 
 
 def test_run_reports_turns_without_passages(tmp_path, topics, demo_index):
-    config = _write(tmp_path, BM25_ONLY.replace('stage = "manual_query"', 'stage = "raw_query"'))
+    config = _write(tmp_path, BM25_EXTRACTIVE.replace('stage = "manual_query"', 'stage = "raw_query"'))
     outcome = run_pipeline(config, topics, tmp_path / "out", index=demo_index)
     manifest = json.loads(outcome.manifest_file.read_text())
     empty = [r.qid for r in outcome.records if not r.ranking]
