@@ -160,14 +160,16 @@ def main() -> None:
     index = index_of(Path(args.data), work)
     all_topics = load_topics(Path(args.data) / "test_topics.json")
     options = f"max_length = {args.ce_max_length}\n" + (f"threads = {args.ce_threads}\n" if args.ce_threads else "")
-    configs = {
-        "bm25-ce": PIPELINE.format(name="bm25-ce", ranker="cross-encoder (MiniLM-L6, untrained head)",
-                                   kind="cross-encoder", model=cross_encoder(work), depth=args.depth, options=options),
-        "bm25-ce-tiny": PIPELINE.format(name="bm25-ce-tiny", ranker="cross-encoder (TinyBERT-L2 shape, untrained)",
-                                        kind="cross-encoder", model=cross_encoder(work, tiny=True),
-                                        depth=args.tiny_depth, options=options),
-        "bm25-bi": PIPELINE.format(name="bm25-bi", ranker="MiniLM bi-encoder", kind="bi-encoder",
-                                   model="bundled:minilm", depth=args.depth, options=""),
+    configs = {  # built on use: the cross-encoders are saved under --work the first time
+        "bm25-ce": lambda: PIPELINE.format(name="bm25-ce", ranker="cross-encoder (MiniLM-L6, untrained head)",
+                                           kind="cross-encoder", model=cross_encoder(work), depth=args.depth,
+                                           options=options),
+        "bm25-ce-tiny": lambda: PIPELINE.format(name="bm25-ce-tiny",
+                                                ranker="cross-encoder (TinyBERT-L2 shape, untrained)",
+                                                kind="cross-encoder", model=cross_encoder(work, tiny=True),
+                                                depth=args.tiny_depth, options=options),
+        "bm25-bi": lambda: PIPELINE.format(name="bm25-bi", ranker="MiniLM bi-encoder", kind="bi-encoder",
+                                           model="bundled:minilm", depth=args.depth, options=""),
     }
     rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -180,7 +182,7 @@ def main() -> None:
                 "demo.toml" if name == "demo" else "interactive_extractive.toml")
         else:
             config = work / f"{name}.toml"
-            config.write_text(configs[name], encoding="utf-8")
+            config.write_text(configs[name](), encoding="utf-8")
         sim = Simulator(replay_users(topics), {TOKEN: "bench"})
         server, thread, url = serve(sim)
         try:
