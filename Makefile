@@ -5,6 +5,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+# llama.cpp (llama-cpp-python, the test extra) is compiled here: for any x86-64 CPU with AVX2 by default, so a build
+# made on one machine never runs instructions another lacks (AVX-512/AMX crashed it on Intel Xeons, issue #43).
+# `make setup-test LLAMA_CPU=native` builds for this machine's CPU only (docs/install.md).
+LLAMA_CPU ?= portable
+LLAMA_CMAKE_portable := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_CMAKE_native := -DGGML_NATIVE=ON
+LLAMA_CMAKE_ARGS := $(LLAMA_CMAKE_$(LLAMA_CPU))
 
 .PHONY: setup setup-test demo test bench
 
@@ -17,7 +26,8 @@ $(VENV)/.setup: pyproject.toml constraints.txt Makefile
 
 setup-test: $(VENV)/.setup-test
 $(VENV)/.setup-test: $(VENV)/.setup
-	$(PIP) install -c constraints.txt -e '.[all,test]'
+	@test -n "$(LLAMA_CMAKE_ARGS)" || { echo "LLAMA_CPU must be portable or native"; exit 2; }
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --no-cache-dir -c constraints.txt -e '.[all,test]'
 	touch $@
 
 demo: setup
