@@ -145,3 +145,42 @@ def test_bleu_is_sacrebleu(tmp_path):
     result = evaluate_response_runs([ResponseRun("r", answers)], references=FIXTURES / "gold-response-nist.json",
                                     measures=["BLEU"])["r"]
     assert result.mean["BLEU"] == pytest.approx(sum(values) / 2)
+
+
+class ScriptedUserLlm:
+    """The LLM behind ikatkit's simulated user, scripted: grades in the given order, says each question as is."""
+
+    def __init__(self, grades: list[str]) -> None:
+        self.grades = list(grades)
+
+    def chat(self, batch: list[list[dict]], **_: object) -> list[str]:
+        return [self.grades.pop(0) if "Number:" in messages[-1]["content"] else "" for messages in batch]
+
+
+def test_simulate_llm_users_record_judgements_as_released(tmp_path):
+    """ikatkit's simulator records the rubric and its 0-5 judgement per answer in the dump; convert writes the
+    released shape; the Sim measures read either."""
+    from ikatkit.interactive.messages import AssistantResponse, RunMeta
+    from ikatkit.simulate.server import Simulator
+    from ikatkit.simulate.users import LlmUser, Persona
+
+    persona = Persona("1_1", "1-1", ("You like tea.",), ("Question one?", "Question two?"))
+    sim = Simulator({"1-1": LlmUser(persona, "Tea", ScriptedUserLlm(["2", "5", "4"]))}, {"t": "team"})
+    sim.start("team", RunMeta(run_id="r", description="d"), "run")
+    for answer in ("Not much.", "A full answer.", "Another full answer."):
+        sim.continue_("team", AssistantResponse(run_id="r", response=answer), "run")
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(sim.dump("team", "r") + "\n")
+    run = read_run(dump)
+    assert [(t.turn_id, t.user.rubric, t.user.rubric_score) for t in run.turns] == [
+        ("1-1_1", "Question one?", 2), ("1-1_2", "Question one?", 5), ("1-1_3", "Question two?", 4)]
+    released = tmp_path / "released.jsonl"
+    write_run(run, released, "2025-interactive")
+    assert load_records(released)[0] == "2025-interactive"
+    rubrics = tmp_path / "rubrics.json"
+    rubrics.write_text(json.dumps({"1-1": ["Question one?", "Question two?", "Question three?"]}))
+    for path in (dump, released):
+        result = evaluate_response_runs(read_response_runs(path), rubrics=rubrics,
+                                        measures=["SimRubricScore", "SimRubricCoverage", "SimTurnsToCover"])["r"]
+        assert result.per_query["1-1"] == pytest.approx({"SimRubricScore": (5 + 4 + 0) / 3,
+                                                         "SimRubricCoverage": 2 / 3, "SimTurnsToCover": 1.5})
