@@ -46,14 +46,12 @@ SHOWN_EXAMPLES = 3
 
 @dataclass(frozen=True)
 class Rule:
-    """A kind of problem: its grade (one, or per year), what it means and how to fix it."""
+    """A kind of problem: its grade (a format's template may grade it otherwise: its ``severity`` rule), what it
+    means and how to fix it."""
 
-    grade: str | dict[int, str]
+    grade: str
     message: str
     fix: str
-
-    def severity(self, year: int) -> str:
-        return self.grade if isinstance(self.grade, str) else self.grade[year]
 
 
 W, E = "warning", "error"
@@ -66,12 +64,12 @@ RULES: dict[str, Rule] = {
     "wrong-type": Rule(E, "field of the wrong type", "use the type of the official format (see submission_templates/)"),
     "unknown-field": Rule(E, "field not in the official format", "remove the field or rename it as the template does"),
     "empty-run-name": Rule(W, "the run name is empty", "name the run"),
-    "bad-run-type": Rule({2023: W, 2024: W, 2025: E}, "run type not allowed this year",
+    "bad-run-type": Rule(E, "run type not allowed this year",
                          "use one of the template's run types"),
     "no-turns": Rule(E, "the run has no turns", "write one entry per turn of the topics"),
     "empty-run": Rule(E, "no turn has a passage (or, in a response-only run, a response text)",
                       "check the pipeline: its retrieval produced nothing"),
-    "bad-turn-id": Rule({2023: W, 2024: E, 2025: E}, "malformed turn id", "turn ids look like 9-1_3"),
+    "bad-turn-id": Rule(E, "malformed turn id", "turn ids look like 9-1_3"),
     "unknown-turn": Rule(E, "turn not in the topics", "use the turn ids of this year's test topics"),
     "duplicate-turn": Rule(E, "turn appears more than once", "write each turn once, with all its responses"),
     "missing-turn": Rule(E, "turn of the topics missing from the run", "write one entry per turn of the topics"),
@@ -101,7 +99,7 @@ RULES: dict[str, Rule] = {
     "empty-ptkb-id": Rule(E, "PTKB provenance without an id (the organizers abort)",
                           "give every PTKB provenance its key in the conversation's PTKB"),
     "ptkb-key-zero": Rule(E, "PTKB key 0 (keys start at 1)", "use the PTKB's keys as in the topics"),
-    "unknown-ptkb": Rule({2023: E, 2024: E, 2025: W}, "PTKB statement not in the conversation's PTKB",
+    "unknown-ptkb": Rule(E, "PTKB statement not in the conversation's PTKB",
                          "cite the conversation's own PTKB statements (2025: their exact text)"),
     "ptkb-text-mismatch": Rule(E, "PTKB text differs from the topics' statement (the organizers abort)",
                                "copy the statement text exactly"),
@@ -183,8 +181,8 @@ class ValidationReport:
 class _Collector:
     """Groups problems by kind (and message, for field problems)."""
 
-    def __init__(self, year: int) -> None:
-        self.year = year
+    def __init__(self, severities: dict[str, str] | None = None) -> None:
+        self.severities = severities or {}  # the format's grades where they differ from RULES'
         self.groups: dict[tuple[str, str], Problem] = {}
 
     def add(self, code: str, turn: str | None = None, example: str | None = None, *,
@@ -193,7 +191,8 @@ class _Collector:
         key = (code, message or rule.message)
         problem = self.groups.get(key)
         if problem is None:
-            problem = self.groups[key] = Problem(code, severity or rule.severity(self.year), key[1], fix or rule.fix)
+            problem = self.groups[key] = Problem(code, severity or self.severities.get(code, rule.grade), key[1],
+                                                     fix or rule.fix)
         problem.count += count
         if turn is not None and (not problem.turns or problem.turns[-1] != turn) and turn not in problem.turns:
             problem.turns.append(turn)
@@ -226,19 +225,18 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
         try:
             fmt, records = load_records(path, fmt)
         except IkatError as err:
-            collector = _Collector(topics.year)
+            collector = _Collector()
             collector.add("unreadable", example=str(IkatError(err.message, path=err.path, where=err.where)),
                           fix=err.fix)
             return _report(collector, source, fmt or "unknown", topics, 0)
     template = load_template(fmt) if fmt in OFFICIAL else None
-    year = template.year if template is not None else topics.year
-    collector = _Collector(year)
+    collector = _Collector(_rules_of(fmt, template, topics).rule("severity", {}))
     if template is not None:
         for where, record in records:
             _check_shape(template, where, record, collector)
         if collector.has_errors():  # like the organizers: a malformed file is not checked further
             return _report(collector, source, fmt, topics, _count_turns(records, fmt))
-        if fmt == "2025":
+        if template.has("turn_id") and template.jsonl:
             _check_jsonl_records(records, template, collector)
     if fmt in INTERACTIVE:
         _check_dump_records(records, fmt, collector)
@@ -248,7 +246,7 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
         run = run_or_path
     else:
         run = from_records(records, fmt, path, topics)
-    _RunChecks(run, topics, fmt, year, template, collector).check()
+    _RunChecks(run, topics, fmt, template, collector).check()
     if ids is not None:
         _check_ids(run, passage_ids(ids), collector)
     official = template.rule("max_warnings") if template is not None else None
@@ -258,6 +256,16 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
         collector.add("too-many-warnings", example=f"{warnings} > {limit}",
                       severity=W if max_warnings is None else None)
     return _report(collector, source, fmt, topics, len(run.turns))
+
+
+def _rules_of(fmt: str, template: Template | None, topics: Topics) -> Template:
+    """The template whose rules apply: the format's; a dump's are the released interactive runs', a TREC run's or a
+    dict's the topics' year's (2023's for other years)."""
+    if template is not None:
+        return template
+    if fmt == "interactive":
+        return load_template("2025-interactive")
+    return load_template(topics.year if str(topics.year) in TEMPLATE_FILES else 2023)
 
 
 def _report(collector: _Collector, source: str, fmt: str, topics: Topics, turns: int) -> ValidationReport:
@@ -352,11 +360,9 @@ def _check_dump_records(records: list[tuple[str, Any]], fmt: str, c: _Collector)
 class _RunChecks:
     """The rules on the run model, for every format (those a format cannot carry are skipped)."""
 
-    def __init__(self, run: Run, topics: Topics, fmt: str, year: int, template: Template | None, c: _Collector) -> None:
-        self.run, self.topics, self.fmt, self.year, self.template, self.c = run, topics, fmt, year, template, c
-        # the rules of a format without a template: a dump's are the interactive runs', a TREC run's the year's
-        self.rules = template or load_template("2025-interactive" if fmt == "interactive" else
-                                               topics.year if str(topics.year) in TEMPLATE_FILES else 2023)
+    def __init__(self, run: Run, topics: Topics, fmt: str, template: Template | None, c: _Collector) -> None:
+        self.run, self.topics, self.fmt, self.template, self.c = run, topics, fmt, template, c
+        self.rules = _rules_of(fmt, template, topics)
         self.id_pattern = re.compile(self.rules.rule("passage_id_pattern"))
         self.official = fmt in OFFICIAL
         self.interactive = fmt in INTERACTIVE
