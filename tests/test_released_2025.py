@@ -158,7 +158,8 @@ class ScriptedUserLlm:
 
 
 def test_simulate_llm_users_record_judgements_as_released(tmp_path):
-    """ikatkit's simulator records the rubric and its 0-5 judgement per answer in the dump; convert writes the
+    """ikatkit's simulator notes the rubric and its 0-5 judgement of each answer in the dump's user_meta (the
+    judgement with the next utterance); read as the released runs' user_rubrik/user_rubrik_score, written in the
     released shape; the Sim measures read either."""
     from ikatkit.interactive.messages import AssistantResponse, RunMeta
     from ikatkit.simulate.server import Simulator
@@ -184,3 +185,20 @@ def test_simulate_llm_users_record_judgements_as_released(tmp_path):
                                         measures=["SimRubricScore", "SimRubricCoverage", "SimTurnsToCover"])["r"]
         assert result.per_query["1-1"] == pytest.approx({"SimRubricScore": (5 + 4 + 0) / 3,
                                                          "SimRubricCoverage": 2 / 3, "SimTurnsToCover": 1.5})
+
+
+def test_cli_validate_eval_responses_and_report_of_released_runs(released, tmp_path, capsys):
+    from ikatkit.cli import main
+
+    runs = [str(released / "interactive-runs" / name) for name in (ORGA, UVA)]
+    assert main(["validate", runs[1], "--topics", str(released / "2025_test_topics.json")]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING closed-book" in out and "(2025-interactive run, 100 turns;" in out
+    assert main(["eval-responses", *runs, "--rubrics", str(released / "rubrics.json"), "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"orga-llama8b-bm25-minilm-llama8b-v2", "uva-gpt5mini-no-no-gpt5mini"}
+    assert {"SimRubricScore", "SimRubricCoverage", "SimTurnsToCover"} <= set(result["uva-gpt5mini-no-no-gpt5mini"]["mean"])
+    assert main(["report", *runs, "--rubrics", str(released / "rubrics.json"), "--measures", "SimRubricCoverage",
+                 "--out", str(tmp_path / "report")]) == 0  # rows of whole dialogues: no turn position
+    per_conversation = (tmp_path / "report" / "responses_per_conversation.csv").read_text().splitlines()
+    assert len(per_conversation) == 1 + 17

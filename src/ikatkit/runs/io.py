@@ -217,7 +217,8 @@ def _run_from_jsonl(records: list[Record], topics: Topics | None) -> Run:
 def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
     meta = records[0][1].get("metadata") or {} if records else {}
     run = Run(str(meta.get("run_id", "")), "automatic", year=2025, team_id=str(meta.get("team_id", "")))
-    for _, entry in records:
+    judged = _dump_judgements(records)
+    for number, (_, entry) in enumerate(records):
         qid = str((entry.get("metadata") or {}).get("topic_id", ""))
         for r in (entry.get("responses") or [])[:1]:
             if r.get("assistant_text") is None:  # the user's farewell: nothing was answered
@@ -229,8 +230,24 @@ def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
             statements = meta.get("ptkb_provenance") or []
             ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in statements]
             run.turns.append(TurnResult(qid, [Response(int(r.get("rank", 1)), str(r["assistant_text"]), passages,
-                                                       ptkb)], _user_turn(r)))
+                                                       ptkb)], judged[number]))
     return run
+
+
+def _dump_judgements(records: list[Record]) -> list[UserTurn]:
+    """Per dump row, the simulated user's side: its utterance, the rubric it pursued (``user_meta.rubric``, as
+    ikatkit's simulator notes it) and its 0-5 judgement of the answer, which comes with the user's next utterance
+    in that conversation (the next row's ``user_meta.rubric_score``)."""
+    rows = [(entry.get("responses") or [{}])[0] if isinstance(entry, dict) else {} for _, entry in records]
+    topics = [str((entry.get("metadata") or {}).get("topic_id", "")).rsplit("_", 1)[0] for _, entry in records]
+    out = []
+    for i, row in enumerate(rows):
+        user_meta = row.get("user_meta") or {}
+        after = next((rows[j].get("user_meta") or {} for j in range(i + 1, len(rows)) if topics[j] == topics[i]), {})
+        out.append(_user_turn({"user_utterance": row.get("user_utterance"),
+                                "user_rubrik": row.get("user_rubrik", user_meta.get("rubric")),
+                                "user_rubrik_score": row.get("user_rubrik_score", after.get("rubric_score"))}))
+    return out
 
 
 def _run_from_released(records: list[Record], topics: Topics | None) -> Run:

@@ -217,12 +217,8 @@ class Simulator:
             by_topic: dict[str, list[dict[str, Any]]] = {}
             for r in self.run_requests(run_id):
                 by_topic.setdefault(r["topic_id"], []).append(r)
-            # the user's judgement of an answer comes with its next utterance (user_rubrik_score, as released)
             rows = [{"metadata": {**head, "topic_id": f"{topic}_{i}"},
                      "responses": [{"rank": 1, "user_utterance": r["user_utterance"], "user_meta": r["user_meta"],
-                                    "user_rubrik": r["user_meta"].get("rubric"),
-                                    "user_rubrik_score": (requests[i]["user_meta"].get("rubric_score")
-                                                          if i < len(requests) else None),
                                     "assistant_text": r["assistant_response"],
                                     "assistant_citations": r["assistant_citations"],
                                     "assistant_meta": r["assistant_meta"]}]}
