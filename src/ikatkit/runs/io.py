@@ -216,7 +216,10 @@ def _run_from_jsonl(records: list[Record], topics: Topics | None) -> Run:
 
 def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
     meta = records[0][1].get("metadata") or {} if records else {}
-    run = Run(str(meta.get("run_id", "")), "automatic", year=2025, team_id=str(meta.get("team_id", "")))
+    persona = (meta.get("extra") or {}).get("track_persona") if isinstance(meta.get("extra"), dict) else None
+    run = Run(str(meta.get("run_id", "")), "automatic", year=2025, team_id=str(meta.get("team_id", "")),
+              description=str(meta.get("description") or ""),
+              track_persona=int(persona) if isinstance(persona, (int, bool)) else None)
     judged = _dump_judgements(records)
     for number, (_, entry) in enumerate(records):
         qid = str((entry.get("metadata") or {}).get("topic_id", ""))
