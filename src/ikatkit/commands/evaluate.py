@@ -10,6 +10,7 @@ from pathlib import Path
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.qrels import MISSING
 from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD
+from ikatkit.evaluate.responses.providers.base import SIM_THRESHOLD
 from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 
@@ -87,7 +88,7 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rubrics", help="2025 rubric questions (the released rubrics.json, or rubrics.csv) for "
                                      "SimRubricScore / SimRubricCoverage (runs that record the simulated user's "
                                      "judgements) and RubricCoverage / RubricScore (an LLM judge: --llm-config)")
-    p.add_argument("--sim-threshold", type=int, default=3,
+    p.add_argument("--sim-threshold", type=int, default=SIM_THRESHOLD,
                    help="a rubric the simulated user scored above this (0-5) is covered (default %(default)s: the "
                         "organizers' simulator moves on above 3)")
     p.add_argument("--bertscore-model", default=DEFAULT_MODEL, help="BERTScore model (hub id, folder or bundled:*)")

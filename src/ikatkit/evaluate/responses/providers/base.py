@@ -21,6 +21,7 @@ from ikatkit.evaluate.responses.rubrics import Rubric, RubricJudge
 from ikatkit.topics import Topics
 
 COVERAGE_THRESHOLD = 0.5
+SIM_THRESHOLD = 3  # the organizers' simulated user moves on when its 0-5 score of an answer is above this
 Texts = Callable[[list[str]], dict[str, str]]
 
 
@@ -35,7 +36,7 @@ class ResponseScorers:
     nugget_threshold: float = DEFAULT_THRESHOLD
     coverage_threshold: float = COVERAGE_THRESHOLD
     llm: Any = None  # the judge of the rubric measures (ikatkit.llm)
-    sim_threshold: int = 3  # the simulator's: a rubric scored above it is covered
+    sim_threshold: int = SIM_THRESHOLD  # a rubric the simulated user scored above it is covered
     _bert: sc.BertScore | None = field(default=None, init=False, repr=False)
     _embedder: sc.Embedder | None = field(default=None, init=False, repr=False)
 
