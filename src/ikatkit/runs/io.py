@@ -242,6 +242,7 @@ def _dump_judgements(records: list[Record]) -> list[UserTurn]:
     ikatkit's simulator notes it) and its 0-5 judgement of the answer, which comes with the user's next utterance
     in that conversation (the next row's ``user_meta.rubric_score``)."""
     rows = [(entry.get("responses") or [{}])[0] if isinstance(entry, dict) else {} for _, entry in records]
+    rows = [row if isinstance(row, dict) else {} for row in rows]
     topics = [str((entry.get("metadata") or {}).get("topic_id", "")).rsplit("_", 1)[0] for _, entry in records]
     out = []
     for i, row in enumerate(rows):
