@@ -10,6 +10,7 @@ from pathlib import Path
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.qrels import MISSING
 from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD
+from ikatkit.evaluate.responses.providers.base import SIM_THRESHOLD
 from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 
@@ -69,10 +70,11 @@ def _run_eval(args: argparse.Namespace) -> int:
 
 def _add_response_inputs(p: argparse.ArgumentParser) -> None:
     """The inputs of response measures, shared by eval-responses, compare and report."""
-    p.add_argument("--references", help="reference responses: {turn: text}, the 2024 gold-response JSON or topics "
-                                        "(default: the topics' canonical responses)")
-    p.add_argument("--nuggets", help="gold-nugget JSON {turn: {\"[i]\": {\"text\", \"relevance\"}}}, or a "
-                                     "gold-response JSON (the atomic nuggets each response lists, ungraded)")
+    p.add_argument("--references", help="reference responses: {turn: text} (2025 gold-response-nist.json), the 2024 "
+                                        "gold-response JSON or topics (default: the topics' canonical responses)")
+    p.add_argument("--nuggets", help="gold-nugget JSON: 2024 {turn: {\"[i]\": {\"text\", \"relevance\"}}}, 2025 "
+                                     "nuggets-nist.json / nuggets-LLM.json {turn: [{\"text\", \"docid\"}]} "
+                                     "(ungraded), or a gold-response JSON (the atomic nuggets each response lists)")
     grounding = p.add_mutually_exclusive_group()
     grounding.add_argument("--passages", help="passage texts (JSONL) of the responses' used passages")
     grounding.add_argument("--index", help="... or the Lucene index to look them up in")
@@ -83,8 +85,12 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
                         "bench/tune_nugget_threshold.py)")
     p.add_argument("--llm-config",
                    help="TOML or JSON of the judge LLM, as an llm resource: backend, model, base_url ...")
-    p.add_argument("--rubrics", help="2025 rubric questions (rubrics.csv) for RubricCoverage / RubricScore "
-                                     "(an LLM judge: --llm-config)")
+    p.add_argument("--rubrics", help="2025 rubric questions (the released rubrics.json, or rubrics.csv) for "
+                                     "SimRubricScore / SimRubricCoverage (runs that record the simulated user's "
+                                     "judgements) and RubricCoverage / RubricScore (an LLM judge: --llm-config)")
+    p.add_argument("--sim-threshold", type=int, default=SIM_THRESHOLD,
+                   help="a rubric the simulated user scored above this (0-5) is covered (default %(default)s: the "
+                        "organizers' simulator moves on above 3)")
     p.add_argument("--bertscore-model", default=DEFAULT_MODEL, help="BERTScore model (hub id, folder or bundled:*)")
     p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
     p.add_argument("--cache", help="cache folder, as for `ikatkit run`: the judge's outputs go to its llm/ "
@@ -99,7 +105,7 @@ def _response_options(args: argparse.Namespace) -> dict:
     from ikatkit.topics import load_topics
 
     scorers = ResponseScorers(bert_model=args.bertscore_model, bert_layer=args.bertscore_layer,
-                              nugget_threshold=args.threshold)
+                              nugget_threshold=args.threshold, sim_threshold=args.sim_threshold)
     if args.matcher == "llm" and not args.llm_config:
         raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
                         fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
