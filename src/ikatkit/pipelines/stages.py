@@ -160,10 +160,13 @@ class GoldPtkb(Stage):
 
 @register
 class ClassifyPtkb(Stage):
-    """Choose the PTKB statements relevant to each turn (GtR): by the LLM (each statement judged; chosen ones
-    score 1), or with ``classifier`` (a file of ``ikatkit train-ptkb-classifier``) by the ranker's scores against
-    the query through that trained logistic model (chosen ones score their probability; see
-    :mod:`ikatkit.pipelines.ptkb_classifier` and docs/ptkb-classification.md)."""
+    """Choose the PTKB statements relevant to each turn (GtR): by the LLM, or with ``classifier`` by a trained
+    classifier over the ranker's scores.
+
+    The LLM judges each statement; chosen ones score 1. A ``classifier`` (a file of ``ikatkit
+    train-ptkb-classifier``) reads the ranker's scores of the statements against the query through its logistic
+    model; chosen ones score their probability (:mod:`ikatkit.pipelines.ptkb_classifier`,
+    docs/ptkb-classification.md)."""
 
     name = "classify_ptkb"
     requires = ()
