@@ -96,7 +96,8 @@ def _agreement(args: argparse.Namespace, units: list, every: list, forms: dict) 
 
 
 def _table(agreement: dict) -> str:
-    head = "dimension\tunits\tno_label\texact\twithin_one\tkappa\tweighted_kappa\t95% CI\tnist_mean\tjudge_mean\trun_tau\n"
+    head = ("dimension\tunits\tno_label\texact\twithin_one\tkappa\tweighted_kappa\t95% CI\tnist_mean\tjudge_mean"
+            "\trun_tau\n")
     rows = []
     for dim, r in agreement.items():
         if "exact" not in r:

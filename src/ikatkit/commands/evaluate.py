@@ -92,7 +92,8 @@ def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
     topics = load_topics(args.topics) if args.topics else None
     run = read_run(args.run, topics=topics)
     listed = load_records(args.run)[0] in ("dict", "trec")  # PTKB keys ranked or listed per turn: each one is cited
-    result = classify_ptkb({t.turn_id: dict(t.ranking()) for t in run.turns} if listed else run, load_qrels(args.qrels), args.rel, topics, args.missing)
+    cited = {t.turn_id: dict(t.ranking()) for t in run.turns} if listed else run
+    result = classify_ptkb(cited, load_qrels(args.qrels), args.rel, topics, args.missing)
     statements = result.info["statements"]
     if statements.get("unmapped"):
         print(f"{statements['unmapped']} cited statements map to no PTKB key of their conversation (counted as "

@@ -147,7 +147,8 @@ def read_judged(path: str, units: Sequence[Assessment]) -> list[dict[str, int | 
             continue
         try:
             record = json.loads(line)
-            key = (str(record["run"]), str(record["topic"]), str(record["form"]), tuple(int(t) for t in record["turns"]))
+            turns = tuple(int(t) for t in record["turns"])
+            key = (str(record["run"]), str(record["topic"]), str(record["form"]), turns)
             values = {str(k): None if v is None else int(v) for k, v in record["values"].items()}
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise IkatError(f"not a judge label record ({err})", path=file, where=f"line {number}",

@@ -115,9 +115,10 @@ def train_classifier(topics: Topics, queries: Mapping[str, str], ranker: Ranker,
         out_of_fold[test] = fitted.predict_proba(x[test])[:, 1]
     threshold = _best_threshold(out_of_fold, y)
     fitted = LogisticRegression().fit(x, y)
+    trained_on = {"topics": str(topics.path or ""), "turns": len(labels), "statements": len(y),
+                  "relevant": int(y.sum()), "folds": min(folds, conversations)}
     return PtkbClassifier(kind, model, tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]),
-                          threshold, {"topics": str(topics.path or ""), "turns": len(labels),
-                                      "statements": len(y), "relevant": int(y.sum()), "folds": min(folds, conversations)})
+                          threshold, trained_on)
 
 
 def _best_threshold(probabilities: Any, truth: Any) -> float:
