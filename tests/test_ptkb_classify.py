@@ -87,6 +87,16 @@ def test_cite_all_at_every_grade_matches_sklearn(released: Path) -> None:
         assert result.mean[f"R_micro(rel={rel})"] == pytest.approx(1.0)
         assert result.mean[f"P_micro(rel={rel})"] == pytest.approx(micro["P"])
         assert result.mean[f"SetF(rel={rel})"] == pytest.approx(sum(t[2] for t in per_turn) / len(per_turn))
+    # ir-measures' set measures (trec_eval's set_P, set_recall, set_F) agree on a run citing statements 1-5
+    import ir_measures
+    from ir_measures import SetF, SetP, SetR
+
+    five = {qid: {str(k): 1.0 for k in range(1, 6)} for qid in keyed}
+    for rel in (1, 2):
+        ours = classify_ptkb(five, qrels, rel, topics).mean
+        theirs = ir_measures.calc_aggregate([SetP(rel=rel), SetR(rel=rel), SetF(rel=rel)], keyed, five)
+        for measure, value in theirs.items():  # named "SetP" at rel=1 (its default), "SetP(rel=2)" else
+            assert ours[f"{str(measure).split('(')[0]}(rel={rel})"] == pytest.approx(value)
     # cite none: a prediction, not a missing turn: every turn evaluated, all measures 0
     none = classify_ptkb({qid: {} for qid in topics.qids}, qrels, 1, topics)
     assert len(none.evaluated) == len(qrels) and set(none.mean.values()) == {0.0}
