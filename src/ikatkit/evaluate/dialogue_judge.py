@@ -133,7 +133,8 @@ def judged_records(units: Sequence[Assessment], judged: Sequence[dict[str, int |
 
 def read_judged(path: str, units: Sequence[Assessment]) -> list[dict[str, int | None]]:
     """A judge's labels (JSON Lines of :func:`judged_records`) aligned to ``units``; a unit the file lacks gets
-    no labels (counted as ``no_label``); a record of no unit, or a malformed one, is an IkatError naming its line."""
+    no labels (counted as ``no_label``), records of other units are passed over (the file may cover more units
+    than were selected), a malformed record is an IkatError naming its line."""
     import json
     from pathlib import Path
 
