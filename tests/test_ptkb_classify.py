@@ -118,3 +118,31 @@ def test_bad_input() -> None:
         classify_ptkb({"1-1_1": {}}, {"1-1_1": {"1": 1}}, rel=0)
     with pytest.raises(IkatError, match="names conversation 2-1"):
         ptkb_qrels_keys({"1-1_1": {"ptkb-2-1-0": 1}})
+
+
+def test_baseline_files_and_trec_input(released: Path, tmp_path: Path) -> None:
+    """`classify-ptkb --cite all|none` and a TREC file of PTKB keys (what `ikatkit ptkb --k N` writes) through
+    `eval-ptkb --classify`."""
+    topics_file, qrels_file = released / "2025_test_topics.json", released / "qrels-ptkb-nist.trec"
+    qrels = load_qrels(qrels_file)
+    keyed = ptkb_qrels_keys(qrels)
+    means = {}
+    for cite in ("all", "none"):
+        out = tmp_path / f"{cite}.json"
+        assert main(["classify-ptkb", str(topics_file), "--cite", cite, "--out", str(out)]) == 0
+        result = tmp_path / f"{cite}-result.json"
+        assert main(["eval-ptkb", str(out), "--qrels", str(qrels_file), "--topics", str(topics_file), "--classify",
+                     "--format", "json", "--out", str(result)]) == 0
+        means[cite] = json.loads(result.read_text())["mean"]
+    relevant = sum(grade >= 1 for judged in keyed.values() for grade in judged.values())
+    assert means["all"]["P_micro(rel=1)"] == pytest.approx(relevant / sum(map(len, keyed.values())))
+    assert set(means["none"].values()) == {0.0}
+    # top-2 by hand as a TREC file: keys 1 and 2 of every judged turn
+    trec = tmp_path / "top2.trec"
+    trec.write_text("".join(f"{qid} Q0 {key} {rank} {3 - rank} top2\n" for qid in keyed
+                            for rank, key in ((1, "1"), (2, "2"))))
+    result = tmp_path / "top2-result.json"
+    assert main(["eval-ptkb", str(trec), "--qrels", str(qrels_file), "--classify", "--format", "json",
+                 "--out", str(result)]) == 0
+    expected = classify_ptkb({qid: {"1": 2.0, "2": 1.0} for qid in keyed}, qrels, 1)
+    assert json.loads(result.read_text())["mean"] == pytest.approx(expected.mean)
