@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.qrels import MISSING
@@ -13,6 +14,9 @@ from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD
 from ikatkit.evaluate.responses.providers.base import SIM_THRESHOLD
 from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
+
+if TYPE_CHECKING:
+    from ikatkit.evaluate.evaluate import EvalResult
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +42,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--out", help="write the result here instead of standard output")
         if name == "eval-ptkb":
             p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
+            _add_ptkb_classify(p)
         p.set_defaults(func=_run_eval, ptkb=name == "eval-ptkb")
 
 
@@ -46,7 +51,9 @@ def _run_eval(args: argparse.Namespace) -> int:
     from ikatkit.evaluate.evaluate import evaluate
     from ikatkit.evaluate.ptkb import evaluate_ptkb
 
-    if args.ptkb:
+    if args.ptkb and args.classify:
+        result = _ptkb_classification(args)
+    elif args.ptkb:
         from ikatkit.runs.io import load_records, read_run
         from ikatkit.topics import load_topics
 
@@ -66,6 +73,33 @@ def _run_eval(args: argparse.Namespace) -> int:
     print(f"{len(result.evaluated)} judged turns evaluated, {len(result.missing)} judged turns missing from the run",
           file=sys.stderr)
     return 0
+
+
+def _add_ptkb_classify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--classify", action="store_true",
+                   help="the 2025 guidelines' view: precision, recall and F1 of the statements each turn cites "
+                        "(SetP/SetR/SetF means over judged turns, and pooled P/R/F1_micro) instead of ranking measures")
+    p.add_argument("--rel", type=int, default=1,
+                   help="with --classify: the lowest relevant grade, as ir-measures' rel=N (default %(default)s; "
+                        "2025 NIST PTKB grades are 0-4, 2023/2024 ones 0/1)")
+
+
+def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
+    from ikatkit.evaluate.ptkb_classify import classify_ptkb
+    from ikatkit.evaluate.qrels import load_qrels
+    from ikatkit.runs.io import load_records, read_run
+    from ikatkit.topics import load_topics
+
+    topics = load_topics(args.topics) if args.topics else None
+    run = read_run(args.run, topics=topics)
+    listed = load_records(args.run)[0] in ("dict", "trec")  # PTKB keys ranked or listed per turn: each one is cited
+    cited = {t.turn_id: dict(t.ranking()) for t in run.turns} if listed else run
+    result = classify_ptkb(cited, load_qrels(args.qrels), args.rel, topics, args.missing)
+    statements = result.info["statements"]
+    if statements.get("unmapped"):
+        print(f"{statements['unmapped']} cited statements map to no PTKB key of their conversation (counted as "
+              f"cited nothing), e.g. {statements['unmapped_examples']}", file=sys.stderr)
+    return result
 
 
 def _add_response_inputs(p: argparse.ArgumentParser) -> None:
