@@ -50,9 +50,9 @@ def stop_when(process: subprocess.Popen, ready: Callable[[], bool], signum: int,
     sent = time.monotonic()
     code = process.wait(60)
     assert time.monotonic() - sent < 20
-    name = signal.Signals(signum).name
+    again = shlex.join(["ikatkit", *args])
     last = log.read_text().splitlines()[-1]
-    assert (code, last) == (128 + signum, f"ikatkit: stopped by {name}; to resume, rerun: {shlex.join(['ikatkit', *args])}")
+    assert (code, last) == (128 + signum, f"ikatkit: stopped by {signal.Signals(signum).name}; to resume, rerun: {again}")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,8 @@ def test_stopped_interactive_runs_resume_and_the_simulator_stops(config, ikat202
             out = tmp_path / run_id
             args = ["interactive", *common, "--run-id", run_id, "--out", str(out)]
             log = tmp_path / f"{run_id}.txt"
-            stop_when(start(args, log), lambda: len(list((out / "turns").glob("*.json"))) >= 3, signum, args, log)
+            stop_when(start(args, log), lambda out=out: len(list((out / "turns").glob("*.json"))) >= 3, signum, args,
+                      log)
             assert 3 <= len(list((out / "turns").glob("*.json"))) < len(whole)  # stopped mid-way
             assert not (out / "run.lock").exists()
             assert main(args) == 0
@@ -135,3 +136,26 @@ def test_stopped_interactive_runs_resume_and_the_simulator_stops(config, ikat202
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+HANGING_CLEANUP = """
+import time
+from ikatkit.stopping import Stopped, handling_stops
+with handling_stops():
+    try:
+        print("working", flush=True)
+        time.sleep(60)
+    except Stopped:
+        print("cleaning up", flush=True)
+        time.sleep(60)  # a cleanup that hangs
+"""
+
+
+def test_a_second_signal_ends_a_hanging_stop_at_once():
+    process = subprocess.Popen([sys.executable, "-c", HANGING_CLEANUP], env=ENV, start_new_session=True,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "working\n"
+    process.send_signal(signal.SIGINT)
+    assert process.stdout.readline() == "cleaning up\n"
+    process.send_signal(signal.SIGINT)
+    assert process.wait(5) == -signal.SIGINT  # the default action: ended by the signal, as a shell reports 130

@@ -50,14 +50,6 @@ def _handle(signum: int, frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
-def install() -> None:
-    """Put the handler on SIGINT and SIGTERM (main thread only; again after a library replaced it, as Ray's
-    ``init`` does for SIGTERM)."""
-    if threading.current_thread() is threading.main_thread():
-        for signum in SIGNALS:
-            signal.signal(signum, _handle)
-
-
 def received() -> int | None:
     """The first stop signal received, if any (an error raised while stopping is reported as the stop)."""
     return _received[0] if _received else None
@@ -65,17 +57,20 @@ def received() -> int | None:
 
 @contextmanager
 def handling_stops() -> Iterator[None]:
-    """Stop on SIGINT and SIGTERM inside the block (see the module docstring); the previous handlers after it."""
-    main = threading.current_thread() is threading.main_thread()
-    previous = {signum: signal.getsignal(signum) for signum in SIGNALS} if main else {}
+    """Stop on SIGINT and SIGTERM inside the block (see the module docstring; main thread only). The previous
+    handlers come back after it, unless a stop was received: then the process is ending, and a second signal
+    while it ends (Ray's shutdown, say) still ends it at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _handle) for signum in SIGNALS}
     _received.clear()
-    install()
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        _received.clear()
+        if not _received:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def resume_command(argv: list[str]) -> str:

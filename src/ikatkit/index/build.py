@@ -24,7 +24,7 @@ from ikatkit.atomic import write_json
 from ikatkit.collection.readers import detect_format, input_files
 from ikatkit.collection.segment import resolve_splitter
 from ikatkit.errors import IkatError
-from ikatkit.index.indexing import Progress, index_in_java, index_in_python, quiet, segment_in_java, total
+from ikatkit.index.indexing import OnProgress, index_in_java, index_in_python, quiet, segment_in_java, total
 from ikatkit.java import anserini_jar
 from ikatkit.lock import index_lock
 
@@ -51,7 +51,7 @@ def default_threads() -> int:
 
 def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "auto", threads: int | None = None,
                 shards: int | None = None, splitter: str = "auto", heap: str = "4g",
-                segmenter: str = "auto", progress: Progress = quiet) -> dict[str, Any]:
+                segmenter: str = "auto", progress: OnProgress = quiet) -> dict[str, Any]:
     """Index the passages of ``inputs`` into ``out``; returns the manifest (the existing one if already built).
 
     Anserini indexes with ``threads`` threads (default: CPU cores, at most 8). ClueWeb22 records with the rule

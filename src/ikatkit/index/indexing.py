@@ -36,7 +36,7 @@ from ikatkit.java import helper_classes
 
 SEGMENTERS = ("auto", "java", "python")
 JAVA_COLLECTION = "IkatClueWeb22Collection"  # src/ikatkit/index/IkatClueWeb22Collection.java
-Progress = Callable[[str, int, "int | None"], None]
+OnProgress = Callable[[str, int, "int | None"], None]
 
 
 def quiet(what: str, done: int, total: int | None) -> None:
@@ -44,7 +44,7 @@ def quiet(what: str, done: int, total: int | None) -> None:
 
 
 def segment_into(files: Sequence[Path], fmt: str, splitter: str, folder: Path, shards: int, scratch: Path,
-                 reader_alive: Callable[[], bool] = lambda: True, progress: Progress = quiet) -> list[FileReport]:
+                 reader_alive: Callable[[], bool] = lambda: True, progress: OnProgress = quiet) -> list[FileReport]:
     """Segment ``files`` into ``shards`` shards in ``folder`` (existing named pipes, else regular files);
     per-file reports. Fails on a segmenter's error or a duplicate passage id."""
     hashes = scratch / "hashes"
@@ -73,7 +73,7 @@ def segment_in_java(files: Sequence[Path], fmt: str, splitter: str, segmenter: s
 
 
 def index_in_java(files: Sequence[Path], work: Path, threads: int, heap: str, out: Path,
-                  helpers: Path, progress: Progress = quiet) -> list[FileReport]:
+                  helpers: Path, progress: OnProgress = quiet) -> list[FileReport]:
     """Index ClueWeb22 ``files`` with Anserini's threads segmenting them (``IkatClueWeb22Collection.java``)
     into ``work / "index"``; per-file reports. Fails on a file's error, a duplicate id or a count mismatch."""
     inputs, found, hashes = work / "inputs", work / "reports", work / "hashes"
@@ -127,7 +127,7 @@ def write_shards(files: Sequence[Path], fmt: str, folder: Path, shards: int, spl
 
 
 def index_in_python(files: Sequence[Path], fmt: str, splitter: str, work: Path, threads: int, shards: int,
-                    heap: str, out: Path, progress: Progress = quiet) -> list[FileReport]:
+                    heap: str, out: Path, progress: OnProgress = quiet) -> list[FileReport]:
     """Index ``files`` into ``work / "index"`` with segmenter processes feeding Anserini through named pipes."""
     pipes = work / "pipes"
     pipes.mkdir(parents=True)
