@@ -7,6 +7,7 @@ Each command group is a module of :mod:`ikatkit.commands` whose ``add(sub)`` reg
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import os
 import signal
@@ -41,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()  # the stopped frames' progress bars print their last state now, not after the resume line
     print(f"ikatkit: stopped by {name}; to resume, rerun: {resume_command(sys.argv[1:] if argv is None else argv)}",
           file=sys.stderr)
+    if argv is None:  # the process's own command: its exit hooks (Ray's shutdown) run, then it ends without the
+        atexit._run_exitfuncs()  # interpreter's teardown (collecting torch's and the JVM's objects takes seconds)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 
