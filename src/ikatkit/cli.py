@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 
 from ikatkit import __version__
-from ikatkit.commands import (context, evaluate, finetune, index, interactive, matcher, partition, persona, run, runs,
-                              search, simulate, stages, topics)
+from ikatkit.commands import (context, evaluate, finetune, index, interactive, matcher, partition, persona, robustness,
+                              run, runs, search, simulate, stages, topics)
 from ikatkit.errors import IkatError
 
 
@@ -57,6 +57,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     matcher.add,
     interactive.add,
     simulate.add,
+    robustness.add,
 ]
 
 if __name__ == "__main__":
