@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("topics", help="summarise a topic file, print its queries or write its PTKB qrels; "
-                                      "'topics perturb' rewrites its user utterances by a behaviour profile",
-                       usage="%(prog)s [-h] [perturb] TOPICS [options]")
-    p.add_argument("topics", nargs="+", metavar="[perturb] TOPICS",
-                   help="topic JSON of iKAT 2023, 2024 or 2025; 'perturb TOPICS --profile NAME --out FILE' writes "
-                        "them with each user utterance said by a simulated user of that behaviour (ids, resolved "
-                        "utterances, PTKB and canonical responses kept) and FILE.manifest.json beside")
+                                      "'topics perturb' rewrites its user utterances by a behaviour profile")
+    p.add_argument("topics", metavar="TOPICS|perturb", help="topic JSON of iKAT 2023, 2024 or 2025; or 'perturb'")
+    p.add_argument("perturbed", nargs="?", metavar="TOPICS",
+                   help="perturb TOPICS --profile NAME --out FILE: write the topics with each user utterance said "
+                        "by a simulated user of that behaviour (ids, resolved utterances, PTKB and canonical "
+                        "responses kept) and a manifest beside (typos.json -> typos.manifest.json)")
     p.add_argument("--year", type=int, help="format year (detected when omitted)")
     p.add_argument("--queries", choices=QUERY_KINDS, help="print 'qid<TAB>text' lines of this kind")
     p.add_argument("--ptkb-qrels", metavar="OUT",
@@ -36,16 +36,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     def run(args: argparse.Namespace) -> int:
         from ikatkit.topics import load_topics
 
-        if args.topics[0] == "perturb" and len(args.topics) == 2:
+        if args.topics == "perturb":
             return _perturb(args)
-        if len(args.topics) != 1:
-            raise IkatError(f"expected one topic file, got {args.topics}", where="topics",
-                            fix="ikatkit topics TOPICS [--queries ...] or ikatkit topics perturb TOPICS --profile "
-                                "NAME --out FILE")
-        if args.profile or args.out:
-            raise IkatError("--profile and --out belong to 'topics perturb'", where="topics",
-                            fix=f"ikatkit topics perturb {args.topics[0]} --profile NAME --out FILE")
-        topics = load_topics(args.topics[0], args.year)
+        if args.perturbed or args.profile or args.out:
+            raise IkatError("a second topic file, --profile and --out belong to 'topics perturb'", where="topics",
+                            fix=f"ikatkit topics perturb {args.perturbed or args.topics} --profile NAME --out FILE")
+        topics = load_topics(args.topics, args.year)
         if args.ptkb_qrels:
             return _write_ptkb_qrels(topics, args.ptkb_qrels)
         if args.queries:
@@ -75,10 +71,10 @@ def _perturb(args: argparse.Namespace) -> int:
     from ikatkit.simulate.profiles import parse_profile
     from ikatkit.studies.robustness import perturb_file
 
-    if not args.profile or not args.out:
-        raise IkatError("topics perturb needs --profile and --out", where="topics perturb",
+    if not args.perturbed or not args.profile or not args.out:
+        raise IkatError("topics perturb needs TOPICS, --profile and --out", where="topics perturb",
                         fix="ikatkit topics perturb TOPICS --profile typos --seed 0 --out typos.json")
-    summary = perturb_file(args.topics[1], parse_profile(args.profile, args.seed), args.out, args.year)
+    summary = perturb_file(args.perturbed, parse_profile(args.profile, args.seed), args.out, args.year)
     left = f", {len(summary['left'])} conversations left early" if summary["left"] else ""
     print(f"wrote {args.out}: {summary['turns']} turns said by profile {summary['profile']} (seed {summary['seed']}), "
           f"{summary['changed']} utterances changed, {len(summary['answered'])} questions answered{left}; "

@@ -94,3 +94,24 @@ def robustness(config: str | Path, topics: str | Path, qrels: str | Path | None,
                f"{seed}. Open report.html; comparison.md has the ranking table"
                + (", responses_comparison.md the response table.\n" if responses else ".\n"))
     return report
+
+
+def sessions(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What simulated users of a dump (``/run/dump`` rows) did: sessions, answers per session, sessions left
+    early and why (the farewell's ``left``), per profile (each user turn's ``user_meta.profile``)."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_topic.setdefault(row["metadata"]["topic_id"].rpartition("_")[0], []).append(row["responses"][0])
+    summary: dict[str, Any] = {}
+    for turns in by_topic.values():
+        profile = turns[0].get("user_meta", {}).get("profile", "unknown")
+        entry = summary.setdefault(profile, {"sessions": 0, "answers": 0, "left_early": 0, "reasons": {}})
+        entry["sessions"] += 1
+        entry["answers"] += sum(t["assistant_text"] is not None for t in turns)
+        left = turns[-1].get("user_meta", {}).get("left")
+        if left:
+            entry["left_early"] += 1
+            entry["reasons"][left] = entry["reasons"].get(left, 0) + 1
+    for entry in summary.values():
+        entry["answers_per_session"] = round(entry["answers"] / entry["sessions"], 2)
+    return summary
