@@ -266,3 +266,38 @@ def test_simulate_profile_cooperative_answer_then_impatient_leave(ikat2023, tmp_
     assert metas[3]["left"] == "unserved" and rows[3]["responses"][0]["user_utterance"] == FAREWELL
     assert sessions(rows) == {"cooperative+impatient": {"sessions": 1, "answers": 3, "left_early": 1,
                                                         "reasons": {"unserved": 1}, "answers_per_session": 3.0}}
+
+
+# ---------------------------------------------------------------- ikatkit robustness
+
+
+def test_robustness_report_compares_each_profile_with_the_clean_run(demo_dir, demo_index, tmp_path):
+    """The raw-BM25 robustness config on the demo topics: one run per profile over its perturbed topics, compared
+    with the clean run; the deltas and wins/losses are recomputed here with ir-measures from the TREC runs."""
+    import csv
+
+    import ir_measures
+
+    out = tmp_path / "robustness"
+    config = SRC.parent / "configs" / "robustness_raw_bm25.toml"
+    assert main(["robustness", str(config), "--topics", str(demo_dir / "topics.json"), "--qrels",
+                 str(demo_dir / "qrels.txt"), "--profiles", "clean", "terse", "--seed", "5", "--index",
+                 str(demo_index), "--out", str(out), "--measures", "nDCG@3", "--cache", str(tmp_path / "cache")]) == 0
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["profiles"], manifest["seed"], manifest["baseline"]) == (["clean", "terse"], 5, "clean")
+    assert "--profiles clean terse --seed 5" in manifest["command"]
+    assert main(["topics", "perturb", str(demo_dir / "topics.json"), "--profile", "terse", "--seed", "5", "--out",
+                 str(tmp_path / "terse.json")]) == 0
+    assert (out / "topics" / "terse.json").read_bytes() == (tmp_path / "terse.json").read_bytes()
+    qrels = list(ir_measures.read_trec_qrels(str(demo_dir / "qrels.txt")))
+    per_turn = {}
+    for name in ("clean", "terse"):
+        run = list(ir_measures.read_trec_run(str(out / "runs" / name / "raw-bm25.trec")))
+        per_turn[name] = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 3], qrels, run)}
+    rows = {r["run"]: r for r in csv.DictReader((out / "comparison.csv").open(encoding="utf-8"))}
+    common = sorted(set(per_turn["clean"]) & set(per_turn["terse"]))
+    mean = {n: sum(per_turn[n][q] for q in common) / len(common) for n in per_turn}
+    assert float(rows["terse"]["delta"]) == pytest.approx(mean["terse"] - mean["clean"], abs=1e-9)
+    assert int(rows["terse"]["wins"]) == sum(per_turn["terse"][q] > per_turn["clean"][q] for q in common)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.count("<img") >= 2 * 4 and "Responses" in page  # two plots per measure, ranking and responses
