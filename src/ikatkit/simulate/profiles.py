@@ -150,6 +150,7 @@ def _typo(word: str, rng: random.Random) -> str:
 
 
 def typos(text: str, rng: random.Random) -> str:
+    """Each word of :data:`TYPO_MIN_LETTERS`+ letters gets one edit with probability :data:`TYPO_RATE`."""
     def edit(match: re.Match[str]) -> str:
         word = match.group()
         return _typo(word, rng) if len(word) >= TYPO_MIN_LETTERS and rng.random() < TYPO_RATE else word
@@ -157,6 +158,7 @@ def typos(text: str, rng: random.Random) -> str:
 
 
 def nonnative(text: str, rng: random.Random) -> str:
+    """Simpler words, no articles, function words dropped at :data:`FUNCTION_WORD_DROP`, no punctuation."""
     out: list[str] = []
     for word in words(text):
         low = word.lower()
@@ -167,6 +169,7 @@ def nonnative(text: str, rng: random.Random) -> str:
 
 
 def terse(text: str, rng: random.Random) -> str:
+    """Only the content words (and negations); the words as they were if none is left. ``rng`` is unused."""
     kept = [w for w in words(text) if w.lower() not in stop_words() or w.lower() in NEGATIONS]
     return " ".join(kept or words(text))
 
