@@ -221,6 +221,16 @@ def test_first_person_of_the_simulation_datas_second_person():
     assert pr.first_person("I'm allergic to soybeans.") == "I'm allergic to soybeans."
 
 
+def test_llm_users_get_the_behaviour_in_their_prompt(ikat2023):
+    from ikatkit.simulate.users import LlmUser, load_personas
+
+    persona = load_personas(ikat2023.parent / "2025-simulation")["1-1"][0]
+    plain = LlmUser(persona, "Acid reflux", llm=None)._system()
+    user = LlmUser(persona, "Acid reflux", llm=None, profile=pr.parse_profile("terse+uncooperative", 2))
+    assert user._system() == (f"{plain}\n\nHow you behave: {pr.PROMPTS['terse']} {pr.PROMPTS['uncooperative']}")
+    assert "How you behave" not in plain
+
+
 # ---------------------------------------------------------------- simulate --profile over real HTTP
 
 
