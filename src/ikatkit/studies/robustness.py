@@ -79,9 +79,12 @@ def robustness(config: str | Path, topics: str | Path, qrels: str | Path | None,
                                       correction=correction)
     report = write_report(runs, qrels, out, topics=clean, responses=responses, measures=measures, test=test,
                           correction=correction)
-    command = ["ikatkit", "robustness", str(config), "--topics", str(topics), *(["--qrels", str(qrels)] if qrels else []),
-               "--profiles", *names, "--seed", str(seed), "--out", str(out), *(["--index", str(index)] if index else []),
-               *(["--conversations", *conversations] if conversations else [])]
+    command = ["ikatkit", "robustness", str(config), "--topics", str(topics),
+               *(["--qrels", str(qrels)] if qrels else []), "--profiles", *names, "--seed", str(seed),
+               "--out", str(out), *(["--index", str(index)] if index else []),
+               *(["--conversations", *conversations] if conversations else []),
+               *(["--measures", *measures] if measures else []),
+               "--response-measures", *(response_measures or [])]
     write_json(out / "manifest.json", {
         "command": shlex.join(command), "config": str(config), "config_sha256": file_digest(config),
         "topics": str(topics), "topics_sha256": file_digest(topics), "qrels": str(qrels) if qrels else None,
