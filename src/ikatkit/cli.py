@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ikatkit import __version__
 from ikatkit.commands import (context, dialogues, evaluate, finetune, index, interactive, matcher, partition,
-                              persona, ptkb_classifier, run, runs, search, simulate, stages, topics)
+                              persona, ptkb_classifier, robustness, run, runs, search, simulate, stages, topics)
 from ikatkit.errors import IkatError
 from ikatkit.stopping import Stopped, handling_stops, received, resume_command
 
@@ -88,6 +88,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     simulate.add,
     ptkb_classifier.add,
     dialogues.add,
+    robustness.add,
 ]
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
+from ikatkit.simulate.profiles import CLEAN, PARTS
+
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -30,6 +32,11 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-config", help="llm users: TOML or JSON of the LLM (backend, model, base_url ...; "
                                         "instead of --llm and --llm-backend), as eval-responses reads it")
     p.add_argument("--max-turns", type=int, default=10, help="llm users: turns after which they leave")
+    p.add_argument("--profile", default=CLEAN,
+                   help="the users' behaviour: 'clean' or parts of " + ", ".join(PARTS) + " joined by '+' (e.g. "
+                        "typos+impatient); replay users apply it to the system's answers, llm users get it in their "
+                        "prompt; each user turn's profile is in the dump's user_meta (docs/robustness.md)")
+    p.add_argument("--seed", type=int, default=0, help="the profile's seed (default 0)")
     p.set_defaults(func=run)
 
 
@@ -37,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ikatkit.errors import IkatError
+    from ikatkit.simulate.profiles import parse_profile
     from ikatkit.simulate.server import Simulator, create_app
     from ikatkit.simulate.users import llm_users, load_personas, replay_users
     from ikatkit.topics import load_topics
@@ -44,11 +52,12 @@ def run(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("IKAT_API_TOKEN")
     if not token:
         raise IkatError("no token for the simulator", fix="export IKAT_API_TOKEN=<any secret> (or pass --token)")
+    profile = parse_profile(args.profile, args.seed)
     topics = load_topics(args.topics, args.year)
     if args.conversations:
         topics = topics.subset(args.conversations)
     if args.users == "replay":
-        users = replay_users(topics)
+        users = replay_users(topics, profile)
     else:
         from ikatkit.llm import make_llm, read_llm_config
 
@@ -56,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
         config = (read_llm_config(args.llm_config) if args.llm_config
                   else {"backend": args.llm_backend, "model": args.llm})
         llm = make_llm({"max_new_tokens": 48, **config})
-        users = llm_users(topics, personas, llm, args.max_turns)
+        users = llm_users(topics, personas, llm, args.max_turns, profile)
     sim = Simulator(users, {token: args.team}, store=args.store, run_limit=args.runs, session_limit=args.sessions)
-    print(f"simulating {len(users)} topics ({args.users} users) on http://127.0.0.1:{args.port}", flush=True)
+    print(f"simulating {len(users)} topics ({args.users} users, profile {profile.name}, seed {profile.seed}) "
+          f"on http://127.0.0.1:{args.port}", flush=True)
     # uvicorn.Server, not uvicorn.run, which swallows the stop that uvicorn re-raises once it has shut down
     uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=args.port, log_level="warning")).run()
     return 0

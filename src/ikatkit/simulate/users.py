@@ -1,6 +1,9 @@
 """Simulated users: ``replay`` says a topics file's recorded utterances, ``llm`` follows the organizers' design
 (a persona and questions to explore; an LLM says one utterance per turn and grades each answer 0-5; an answer
-graded above 3 covers the question, three tries move on; the user leaves when the questions are done)."""
+graded above 3 covers the question, three tries move on; the user leaves when the questions are done). Both take
+a behaviour :class:`~ikatkit.simulate.profiles.Profile`: replay users apply its transforms, cooperativeness and
+patience to the live system's answers; LLM users get its language and cooperativeness in their prompt and its
+patience from the simulator. Every utterance's notes name the profile and seed."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ikatkit.errors import IkatError
+from ikatkit.simulate.profiles import Profile
 from ikatkit.topics import Conversation, Topics
 
 FAREWELL = "Thank you, that is all I wanted to know. Goodbye!"
@@ -35,21 +39,33 @@ class User(Protocol):
     def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance: ...
 
 
-class ReplayUser:
-    """Says a conversation's recorded utterances in order and leaves after its last turn."""
+def _answers(history: list[dict[str, str]]) -> list[str]:
+    return [m["content"] for m in history if m["role"] == "assistant"]
 
-    def __init__(self, conversation: Conversation) -> None:
+
+class ReplayUser:
+    """Says a conversation's recorded utterances in order, changed by its profile, and leaves after its last turn
+    (or earlier, when the profile is impatient)."""
+
+    def __init__(self, conversation: Conversation, profile: Profile | None = None) -> None:
         self.id = f"user-{conversation.id}"
-        self.turns = [t.utterance for t in conversation.turns]
+        self.conversation, self.profile = conversation, profile or Profile()
+        self.turns = conversation.turns
 
     def initiate(self, topic_id: str) -> Utterance:
-        return Utterance(self.turns[0], False)
+        text, meta = self.profile.utterance(self.turns[0].qid, self.turns[0].utterance, None, self.conversation.ptkb)
+        return Utterance(text, False, meta)
 
     def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance:
         said = sum(m["role"] == "user" for m in history)
-        if said >= len(self.turns):
-            return Utterance(FAREWELL, True)
-        return Utterance(self.turns[said], False)
+        needs = [t.resolved_utterance or t.utterance for t in self.turns]
+        left = self.profile.leaves(list(zip(needs, _answers(history))))
+        if said >= len(self.turns) or left:
+            return Utterance(FAREWELL, True, {"profile": self.profile.name, "seed": self.profile.seed,
+                                              **({"left": left} if left else {})})
+        turn = self.turns[said]
+        text, meta = self.profile.utterance(turn.qid, turn.utterance, history[-1]["content"], self.conversation.ptkb)
+        return Utterance(text, False, meta)
 
 
 @dataclass(frozen=True)
@@ -104,11 +120,19 @@ GRADE = ("Can the question be answered from the context? Answer with one number:
 class LlmUser:
     """A persona that asks its questions through an ikatkit LLM, grading each answer like the organizers' user."""
 
-    def __init__(self, persona: Persona, title: str, llm: Any, max_turns: int = 10) -> None:
+    def __init__(self, persona: Persona, title: str, llm: Any, max_turns: int = 10,
+                 profile: Profile | None = None) -> None:
         self.id, self.persona, self.title, self.llm, self.max_turns = persona.id, persona, title, llm, max_turns
+        self.profile = profile or Profile()
 
     def _system(self) -> str:
-        return SYSTEM.format(title=self.title, statements="\n- ".join(self.persona.statements))
+        behaviour = self.profile.prompt()
+        return (SYSTEM.format(title=self.title, statements="\n- ".join(self.persona.statements))
+                + (f"\n\nHow you behave: {behaviour}" if behaviour else ""))
+
+    def _meta(self, **notes: Any) -> dict[str, Any]:
+        return {**{k: v for k, v in notes.items() if v is not None}, "profile": self.profile.name,
+                "seed": self.profile.seed}
 
     def _say(self, history: list[dict[str, str]], instruction: str, question: str) -> tuple[str, bool]:
         swapped = [{"role": "assistant" if m["role"] == "user" else "user", "content": m["content"]} for m in history]
@@ -125,32 +149,35 @@ class LlmUser:
     def initiate(self, topic_id: str) -> Utterance:
         question = self.persona.questions[0]
         text, fallback = self._say([], f'Ask about: "{question}"', question)
-        return Utterance(text, False, {"rubric": question, **({"fallback": True} if fallback else {})})
+        return Utterance(text, False, self._meta(rubric=question, fallback=fallback or None))
 
     def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance:
         asked = [m.get("rubric") for m in metas if m.get("rubric")]
         question = asked[-1]
         score = self.grade(question, history[-1]["content"])
         said = sum(m["role"] == "user" for m in history)
+        left = self.profile.leaves(list(zip(asked, _answers(history))))
+        if left:
+            return Utterance(FAREWELL, True, self._meta(rubric_score=score, left=left))
         if (score is not None and score > COVERED_ABOVE) or asked.count(question) >= TRIES:
             remaining = [q for q in self.persona.questions if q not in asked]
             if not remaining or said >= self.max_turns:
-                return Utterance(FAREWELL, True, {"rubric_score": score})
+                return Utterance(FAREWELL, True, self._meta(rubric_score=score))
             question, instruction = remaining[0], f'The answer was enough. Now ask about: "{remaining[0]}"'
         elif said >= self.max_turns:
-            return Utterance(FAREWELL, True, {"rubric_score": score})
+            return Utterance(FAREWELL, True, self._meta(rubric_score=score))
         else:
             instruction = f'The answer did not help. Say so and ask more specifically about: "{question}"'
         text, fallback = self._say(history, instruction, question)
-        return Utterance(text, False, {"rubric": question, "rubric_score": score,
-                                       **({"fallback": True} if fallback else {})})
+        return Utterance(text, False, self._meta(rubric=question, rubric_score=score, fallback=fallback or None))
 
 
-def replay_users(topics: Topics) -> dict[str, User]:
-    """One replay user per conversation, keyed by topic id."""
-    return {c.id: ReplayUser(c) for c in topics.conversations}
+def replay_users(topics: Topics, profile: Profile | None = None) -> dict[str, User]:
+    """One replay user per conversation, keyed by topic id, all of one behaviour profile."""
+    return {c.id: ReplayUser(c, profile) for c in topics.conversations}
 
 
-def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: Any, max_turns: int = 10) -> dict[str, User]:
+def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: Any, max_turns: int = 10,
+              profile: Profile | None = None) -> dict[str, User]:
     """One LLM user per conversation: the topic's simulated persona where the simulation data has one."""
-    return {c.id: LlmUser(persona_of(c, personas), c.title, llm, max_turns) for c in topics.conversations}
+    return {c.id: LlmUser(persona_of(c, personas), c.title, llm, max_turns, profile) for c in topics.conversations}
