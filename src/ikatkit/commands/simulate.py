@@ -25,8 +25,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", help="JSON file keeping runs and requests across restarts (default: memory only)")
     p.add_argument("--runs", type=int, default=100, help="run budget (runs)")
     p.add_argument("--sessions", type=int, default=100, help="debug budget (sessions)")
-    p.add_argument("--persona-data", default=os.environ.get("IKAT_DATA", "../shared/ikat") + "/2025-simulation",
-                   help="llm users: folder of simulation-data.csv (topics without a persona there use their PTKB)")
+    p.add_argument("--persona-data",
+                   help="llm users: folder of simulation-data.csv (default $IKAT_DATA/2025-simulation, else "
+                        "../shared/ikat/2025-simulation; topics without a persona there use their PTKB)")
     p.add_argument("--llm", default="bundled:smollm2", help="llm users: the model (ikatkit LLM layer)")
     p.add_argument("--llm-backend", choices=["transformers", "openai"], default="transformers")
     p.add_argument("--llm-config", help="llm users: TOML or JSON of the LLM (backend, model, base_url ...; "
@@ -61,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ikatkit.llm import make_llm, read_llm_config
 
-        personas = load_personas(Path(args.persona_data)) if Path(args.persona_data).is_dir() else {}
+        folder = Path(args.persona_data or os.environ.get("IKAT_DATA", "../shared/ikat") + "/2025-simulation")
+        personas = load_personas(folder) if folder.is_dir() else {}
         config = (read_llm_config(args.llm_config) if args.llm_config
                   else {"backend": args.llm_backend, "model": args.llm})
         llm = make_llm({"max_new_tokens": 48, **config})
