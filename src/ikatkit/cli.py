@@ -16,6 +16,7 @@ from ikatkit import __version__
 from ikatkit.commands import (context, evaluate, finetune, index, interactive, matcher, partition, persona, run, runs,
                               search, simulate, stages, topics)
 from ikatkit.errors import IkatError
+from ikatkit.extras import as_error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
-    except IkatError as err:
-        print(f"ikatkit: error: {err}", file=sys.stderr)
+    except (IkatError, ModuleNotFoundError) as err:  # a module of an extra that is not installed: the extra named
+        print(f"ikatkit: error: {err if isinstance(err, IkatError) else as_error(err)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader left (`ikatkit index get ... | head`): end quietly, as a killed `cat` does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
