@@ -12,7 +12,6 @@ the fix. :func:`config_needs` is the same reading for the config catalogue (:mod
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import threading
 import urllib.error
@@ -129,7 +128,7 @@ def preflight(config: Any) -> None:
         why = server_problem(url, model)
         if why:
             problems.append((f"the LLM server {url} ({config_line(text, place)}) {why}",
-                             "start the server, or set base_url to one that runs (an OpenAI-compatible /v1 URL)"))
+                             "start the server, or set base_url to one that runs (an OpenAI-compatible /v1 URL); a remote API takes its key from OPENAI_API_KEY"))
     if problems:
         raise IkatError(" | ".join(message for message, _ in problems), path=config.path,
                         fix="; ".join(dict.fromkeys(fix for _, fix in problems if fix)))
@@ -225,9 +224,10 @@ def server_problem(url: str, model: str) -> str | None:
         return f"does not answer ({reason})"
     if urlparse(base).hostname not in LOOPBACK:
         return None if os.environ.get("OPENAI_API_KEY") else "needs a key, and OPENAI_API_KEY is not set"
-    body = {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}
-    reason = _bounded(lambda: _post(f"{base}/chat/completions", body), COMPLETION_SECONDS)
-    return f"answers /models but failed one tiny completion ({reason})" if reason else None
+    from ikatkit.llm.server import completion_problem
+
+    reason = _bounded(lambda: completion_problem(base, model, COMPLETION_SECONDS), COMPLETION_SECONDS)
+    return f"answers /models but not one tiny completion ({reason})" if reason else None
 
 
 def _get(url: str, timeout: float) -> None:
@@ -237,26 +237,15 @@ def _get(url: str, timeout: float) -> None:
         pass
 
 
-def _post(url: str, body: dict[str, Any]) -> None:
-    """Raise unless the server answers the request with a 2xx (a refused model name is the server's answer too:
-    the loader reports it with the server's list; only a dead or crashing server counts here)."""
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json",
-                                                                      "Authorization": "Bearer local"})
-    try:
-        urllib.request.urlopen(request, timeout=COMPLETION_SECONDS).close()
-    except urllib.error.HTTPError as err:
-        if err.code >= 500:
-            raise
-
-
 def _bounded(probe: Any, seconds: float) -> str | None:
-    """Run ``probe`` in a daemon thread (DNS lookups ignore socket timeouts); its error, or a timeout, as text."""
+    """Run ``probe`` in a daemon thread (DNS lookups ignore socket timeouts): the text of its error or of what it
+    returns, or of a timeout; None when it succeeds."""
     outcome: list[str | None] = []
 
     def target() -> None:
         try:
-            probe()
-            outcome.append(None)
+            found = probe()
+            outcome.append(str(found) if found else None)
         except Exception as err:  # noqa: BLE001 - any failure to connect is the answer we report
             reason = getattr(err, "reason", None) or err
             outcome.append(str(reason) or type(reason).__name__)
