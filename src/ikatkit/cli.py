@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ikatkit import __version__
 from ikatkit.commands import (context, evaluate, finetune, index, interactive, matcher, partition, persona, run, runs,
                               search, simulate, stages, topics)
+from ikatkit.commands import configs
 from ikatkit.errors import IkatError
 from ikatkit.extras import as_error
 
@@ -58,6 +59,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     matcher.add,
     interactive.add,
     simulate.add,
+    configs.add,
 ]
 
 if __name__ == "__main__":
