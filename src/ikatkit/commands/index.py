@@ -94,6 +94,9 @@ def add(sub: argparse._SubParsersAction) -> None:
         if args.index_command == "dense":
             from tqdm import tqdm
 
+            from ikatkit.extras import require
+
+            require(["sentence_transformers", "ray", "faiss"], "index dense")  # before the progress bar opens
             with tqdm(desc="encoded", unit="psg") as bar:
                 manifest = build_dense(args.inputs, args.out, model=args.model, ray_address=args.ray,
                                        batch_size=args.batch_size, faiss_spec=args.faiss, backend=args.backend,
