@@ -51,6 +51,7 @@ def check_port(port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_port(args.port)
     import uvicorn
 
     from ikatkit.errors import IkatError
@@ -58,7 +59,6 @@ def run(args: argparse.Namespace) -> int:
     from ikatkit.simulate.users import llm_users, load_personas, replay_users
     from ikatkit.topics import load_topics
 
-    check_port(args.port)
     token = args.token or os.environ.get("IKAT_API_TOKEN")
     if not token:
         raise IkatError("no token for the simulator", fix="export IKAT_API_TOKEN=<any secret> (or pass --token)")
