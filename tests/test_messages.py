@@ -49,7 +49,8 @@ def test_a_truncated_json_run_is_called_truncated_with_its_line(gold, tmp_path):
     path = tmp_path / "cut.json"
     path.write_text(text[:cut])
     line = text[:cut].count("\n") + 1
-    with pytest.raises(IkatError, match=rf"\(line {line}, column \d+\): invalid JSON: the file looks truncated") as caught:
+    expected = rf"\(line {line}, column \d+\): invalid JSON: the file looks truncated"
+    with pytest.raises(IkatError, match=expected) as caught:
         read_run(path)
     assert "Unterminated" not in str(caught.value)
     path.write_text(text[:cut - 12])  # cut before the id: no string open, the file ends mid-object
@@ -63,7 +64,8 @@ def test_a_truncated_jsonl_run_names_its_last_line(gold, tmp_path):
     lines = whole.read_text().splitlines()
     path = tmp_path / "cut.jsonl"
     path.write_text("\n".join(lines[:-1] + [lines[-1][: len(lines[-1]) // 2]]))
-    with pytest.raises(IkatError, match=rf"\(line {len(lines)}\): invalid JSON: the file looks truncated, its last line"):
+    expected = rf"\(line {len(lines)}\): invalid JSON: the file looks truncated, its last line"
+    with pytest.raises(IkatError, match=expected):
         read_run(path)
     path.write_text("\n".join([lines[0], lines[1][:-1]] + lines[2:]) + "\n")  # broken, not the last line: no cut
     with pytest.raises(IkatError, match=r"\(line 2\): invalid JSON"):

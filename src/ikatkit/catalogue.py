@@ -81,7 +81,8 @@ def copy_configs(names: list[str], dest: str | Path) -> list[Path]:
         target = dest / known[name].name
         data = known[name].read_text(encoding="utf-8")
         if target.exists() and target.read_text(encoding="utf-8") != data:
-            raise IkatError("a different file is already there", path=target, fix="remove it or copy into another folder")
+            raise IkatError("a different file is already there", path=target,
+                            fix="remove it or copy into another folder")
         write_text(target, data)
         written.append(target)
     return written

@@ -99,8 +99,8 @@ def llama_cpp_server(model: str, *, port: int | None = None, n_ctx: int = 2048, 
         if problem:
             raise IkatError(f"the llama.cpp server answers /v1/models but not one tiny completion ({problem}); "
                             + (exit_report(url) or "it still runs"), path=model,
-                            fix="rebuild llama-cpp-python for any x86-64 CPU: in a checkout `rm .venv/.setup-test && make "
-                                "setup-test` (docs/install.md, llama.cpp)")
+                            fix="rebuild llama-cpp-python for any x86-64 CPU: in a checkout "
+                                "`rm .venv/.setup-test && make setup-test` (docs/install.md, llama.cpp)")
         yield url
     finally:
         _STARTED.pop(url, None)

@@ -18,11 +18,13 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from ikatkit.errors import IkatError
+from ikatkit.extras import missing as missing_extra
 from ikatkit.extras import require
 from ikatkit.models import resolve_model
 
@@ -104,31 +106,35 @@ def preflight(config: Any) -> None:
     require(needs.modules, f"config {Path(config.path or '').name}")
     text = Path(config.path).read_text(encoding="utf-8") if config.path else ""
     problems: list[tuple[str, str]] = []  # (message with its place, fix)
-    missing = [(place, model, why) for place, model, local in needs.models
-               for why in [model_problem(model, local)] if why]
+    missing = [(place, model, found) for place, model, local in needs.models
+               for found in [model_problem(model, local)] if found]
     if missing:
-        reasons = dict.fromkeys(why for _, _, why in missing)
+        reasons = dict.fromkeys(why for _, _, (why, _) in missing)
         listed = "; ".join(why + ": " + ", ".join(f"{model!r} ({config_line(text, place)})"
-                                                  for place, model, other in missing if other == why)
+                                                  for place, model, (other, _) in missing if other == why)
                            for why in reasons)
         hub = list(dict.fromkeys(m for _, m, _ in missing if is_hub_id(m)))
-        fix = (f"download {'it' if len(hub) == 1 else 'them'} on a machine with network ("
-               + "; ".join(f"`hf download {m}`" for m in hub) + f") and copy that machine's Hugging Face cache into "
-               f"{hub_cache()}, or pick a config that runs offline on a CPU (`ikatkit configs`)") if hub else ""
-        other = [why for _, m, why in missing if not is_hub_id(m)]
-        problems.append((f"model(s) not on this machine, {listed}", fix or other[0]))
+        fixes = [f"download {'it' if len(hub) == 1 else 'them'} on a machine with network ("
+                 + "; ".join(f"`hf download {m}`" for m in hub) + f") and copy that machine's Hugging Face cache into "
+                 f"{hub_cache()}, or pick a config that runs offline on a CPU (`ikatkit configs`)"] if hub else []
+        problems.append((f"model(s) not on this machine, {listed}",
+                         "; ".join(dict.fromkeys(fixes + [fix for _, m, (_, fix) in missing if not is_hub_id(m)]))))
     if needs.gpu and not cuda_available():
         places = ", ".join(f"{option} ({config_line(text, place)})" for place, option in needs.gpu)
         problems.append((f"{places} needs a CUDA GPU, and this machine has none",
                          "run it on a GPU machine with ikatkit[gpu], or drop the option (on a CPU: a config without "
                          "it, `ikatkit configs`)"))
     elif any(option.startswith("quantization") for _, option in needs.gpu):
-        require(["bitsandbytes", "accelerate"], "4/8-bit quantization")
+        absent = [m for m in ("bitsandbytes", "accelerate") if find_spec(m) is None]
+        if absent:
+            error = missing_extra(absent, "4/8-bit quantization")
+            problems.append((error.message, error.fix or ""))
     for place, url, model in needs.servers:
         why = server_problem(url, model)
         if why:
             problems.append((f"the LLM server {url} ({config_line(text, place)}) {why}",
-                             "start the server, or set base_url to one that runs (an OpenAI-compatible /v1 URL); a remote API takes its key from OPENAI_API_KEY"))
+                             "start the server, or set base_url to one that runs (an OpenAI-compatible /v1 URL); "
+                             "a remote API takes its key from OPENAI_API_KEY"))
     if problems:
         raise IkatError(" | ".join(message for message, _ in problems), path=config.path,
                         fix="; ".join(dict.fromkeys(fix for _, fix in problems if fix)))
@@ -156,26 +162,27 @@ def config_line(text: str, place: str) -> str:
     return f"{place}, line {header + 1}"
 
 
-def model_problem(model: str, cache_only: bool) -> str | None:
-    """Why ``model`` cannot be loaded here (None when it can): ``cache_only`` loaders never download."""
+def model_problem(model: str, cache_only: bool) -> tuple[str, str] | None:
+    """Why ``model`` cannot be loaded here and the fix (None when it can): ``cache_only`` loaders never download."""
     if model.startswith("bundled:"):
         try:
             resolve_model(model)
         except IkatError as err:
-            return f"{err.message} (fix: {err.fix})"
+            return err.message, err.fix or ""
         return None
     if Path(model).expanduser().exists():
         return None
     if not is_hub_id(model):
-        return "no such file or folder"
+        return "no such file or folder", "correct the path (relative paths start in the working folder)"
     if in_hub_cache(model):
         return None
+    hub = f"download it where the network is allowed: `hf download {model}`"
     if cache_only:
-        return "not in the Hugging Face cache (this loader never downloads)"
+        return "not in the Hugging Face cache (this loader never downloads)", hub
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        return "not in the Hugging Face cache, and HF_HUB_OFFLINE is set"
+        return "not in the Hugging Face cache, and HF_HUB_OFFLINE is set", hub
     reason = unreachable(hub_endpoint())
-    return f"not in the Hugging Face cache, and {hub_endpoint()} does not answer ({reason})" if reason else None
+    return (f"not in the Hugging Face cache, and {hub_endpoint()} does not answer ({reason})", hub) if reason else None
 
 
 def in_hub_cache(model: str) -> bool:

@@ -134,7 +134,8 @@ def _jsonl_records(text: str, path: Path) -> list[Record]:
     for number, record in jsonl.records(text.splitlines()):
         if isinstance(record, jsonl.Invalid):
             cause = record.__cause__
-            if isinstance(cause, json.JSONDecodeError) and truncated(cause) and not "".join(text.splitlines()[number:]).strip():
+            last = not "".join(text.splitlines()[number:]).strip()
+            if last and isinstance(cause, json.JSONDecodeError) and truncated(cause):
                 raise IkatError(f"invalid JSON: the file looks truncated, its last line ({number}) stops inside "
                                 "an object",
                                 path=path, where=f"line {number}",
