@@ -71,8 +71,8 @@ class OpenAILLM(LLM):
             died = exit_report(self.where)
             if died:
                 raise IkatError(f"{type(err).__name__}: {died}", where=self.where,
-                                fix="read the server's log above; on a CPU it crashes on, rebuild llama-cpp-python "
-                                    "for any x86-64 CPU (docs/install.md, llama.cpp)") from None
+                                fix="its log lines say why; a crash on this CPU (SIGSEGV, SIGILL): rebuild "
+                                    "llama-cpp-python for any x86-64 CPU (docs/install.md, llama.cpp)") from None
             raise IkatError(f"giving up after {self.max_retries + 1} attempts: {type(err).__name__}: {err}",
                             where=self.where, fix="check that the server runs, or raise max_retries") from None
         except errors.APIStatusError as err:
