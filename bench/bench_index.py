@@ -22,7 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ProcessTree, machine_busy_s, timed, write_clueweb22  # noqa: E402
 
-from ikatkit.index.build import build_index, run_anserini, write_shards  # noqa: E402
+from ikatkit.index.anserini import run_anserini  # noqa: E402
+from ikatkit.index.build import build_index  # noqa: E402
+from ikatkit.index.indexing import write_shards  # noqa: E402
 from ikatkit.java import helper_classes  # noqa: E402
 
 

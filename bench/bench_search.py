@@ -22,7 +22,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from common import sentence, timed  # noqa: E402
 
-from ikatkit.index.build import build_index, run_anserini  # noqa: E402
+from ikatkit.index.anserini import run_anserini  # noqa: E402
+from ikatkit.index.build import build_index  # noqa: E402
 from ikatkit.retrieve.bm25 import Bm25Searcher  # noqa: E402
 
 

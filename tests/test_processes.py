@@ -15,7 +15,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 HOLD_ANSERINI = """
 import sys, time
 from pathlib import Path
-from ikatkit.index.build import Anserini
+from ikatkit.index.anserini import Anserini
 anserini = Anserini(Path(sys.argv[1]), Path(sys.argv[2]), threads=1, heap="256m")
 print(anserini._process.pid, flush=True)
 time.sleep(300)

@@ -7,17 +7,20 @@ Each command group is a module of :mod:`ikatkit.commands` whose ``add(sub)`` reg
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import os
 import signal
 import sys
 from collections.abc import Callable
 
 from ikatkit import __version__
-from ikatkit.commands import (context, evaluate, finetune, index, interactive, matcher, partition, persona, run, runs,
-                              search, simulate, stages, topics)
+from ikatkit.commands import (context, dialogues, evaluate, finetune, index, interactive, matcher, partition,
+                              persona, ptkb_classifier, run, runs, search, simulate, stages, topics)
 from ikatkit.commands import configs
 from ikatkit.errors import IkatError
 from ikatkit.extras import as_error
+from ikatkit.stopping import Stopped, handling_stops, received, resume_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +36,33 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code = int(args.func(args) or 0)
+        code = _run(args)
+    except Stopped as stop:
+        code, name = stop.code, str(stop)
+    else:
+        return code
+    gc.collect()  # the stopped frames' progress bars print their last state now, not after the resume line
+    print(f"ikatkit: stopped by {name}; to resume, rerun: {resume_command(sys.argv[1:] if argv is None else argv)}",
+          file=sys.stderr)
+    if argv is None:  # the process's own command: its exit hooks (Ray's shutdown) run, then it ends without the
+        atexit._run_exitfuncs()  # interpreter's teardown (collecting torch's and the JVM's objects takes seconds)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's exit code; errors as one line (2); a stop (SIGINT, SIGTERM) raised as ``Stopped``."""
+    try:
+        with handling_stops():
+            try:
+                code = int(args.func(args) or 0)
+            except Exception as err:
+                signum = received()
+                if signum is None:
+                    raise
+                raise Stopped(signum) from err  # a child process that the same Ctrl-C stopped failed first
         sys.stdout.flush()
         return code
     except (IkatError, ModuleNotFoundError) as err:  # a module of an extra that is not installed: the extra named
@@ -59,6 +88,8 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     matcher.add,
     interactive.add,
     simulate.add,
+    ptkb_classifier.add,
+    dialogues.add,
     configs.add,
 ]
 

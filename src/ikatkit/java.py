@@ -61,7 +61,10 @@ def start_jvm(heap: str = DEFAULT_HEAP) -> None:
     if jnius_config.vm_running:
         return
     os.environ["JAVA_HOME"] = java_home()
-    jnius_config.add_options(f"-Xmx{heap}", "--add-modules=jdk.incubator.vector" if _has_vector_module() else "-Xss4m")
+    # -Xrs: SIGINT and SIGTERM stay Python's; the JVM's own handlers would exit the process under the GIL's
+    # holder and hang it (see ikatkit.stopping)
+    jnius_config.add_options("-Xrs", f"-Xmx{heap}",
+                             "--add-modules=jdk.incubator.vector" if _has_vector_module() else "-Xss4m")
     helpers = helper_classes()
     jnius_config.set_classpath(str(anserini_jar()), *([str(helpers)] if helpers else []))
     import jnius  # noqa: F401  (starts the VM)

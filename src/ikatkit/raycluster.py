@@ -6,7 +6,9 @@ this process (a test session, a notebook) is reused as it is.
 Ray's core worker installs its own handlers for SIGSEGV and the other fatal signals when it connects. The JVM
 that Lucene search runs in (same process) raises SIGSEGV on purpose (null checks, safepoints) and must handle it
 itself: with Ray's handler in its place, the next such signal kills the process ("Fatal Python error:
-Segmentation fault" inside a Lucene search). ``connect`` therefore puts back the handlers that were there before.
+Segmentation fault" inside a Lucene search). ``connect`` therefore puts back the handlers that were there before,
+and Python's handlers of SIGINT and SIGTERM too (Ray's init sets one that exits with code 15): a stop stays
+ikatkit's (:mod:`ikatkit.stopping`), and Ray is shut down on the way out (its ``atexit`` hook).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,16 +56,21 @@ FATAL_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, si
 
 @contextlib.contextmanager
 def _signal_handlers_kept() -> Iterator[None]:
-    """The process's handlers of the fatal signals as they were before the block (see the module docstring)."""
+    """The process's handlers of the fatal signals, SIGINT and SIGTERM as they were before the block (see the
+    module docstring)."""
     libc = ctypes.CDLL(None, use_errno=True)
     saved = {sig: _Sigaction() for sig in FATAL_SIGNALS}
     for sig, action in saved.items():
         libc.sigaction(sig, None, ctypes.byref(action))
+    main = threading.current_thread() is threading.main_thread()
+    stops = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
         yield
     finally:
         for sig, action in saved.items():
             libc.sigaction(sig, ctypes.byref(action), None)
+        for sig, handler in stops.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

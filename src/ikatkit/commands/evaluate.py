@@ -6,12 +6,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.qrels import MISSING
 from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD
+from ikatkit.evaluate.responses.providers.base import SIM_THRESHOLD
 from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
+
+if TYPE_CHECKING:
+    from ikatkit.evaluate.evaluate import EvalResult
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +42,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--out", help="write the result here instead of standard output")
         if name == "eval-ptkb":
             p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
+            _add_ptkb_classify(p)
         p.set_defaults(func=_run_eval, ptkb=name == "eval-ptkb")
 
 
@@ -45,7 +51,9 @@ def _run_eval(args: argparse.Namespace) -> int:
     from ikatkit.evaluate.evaluate import evaluate
     from ikatkit.evaluate.ptkb import evaluate_ptkb
 
-    if args.ptkb:
+    if args.ptkb and args.classify:
+        result = _ptkb_classification(args)
+    elif args.ptkb:
         from ikatkit.runs.io import load_records, read_run
         from ikatkit.topics import load_topics
 
@@ -67,12 +75,40 @@ def _run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_ptkb_classify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--classify", action="store_true",
+                   help="the 2025 guidelines' view: precision, recall and F1 of the statements each turn cites "
+                        "(SetP/SetR/SetF means over judged turns, and pooled P/R/F1_micro) instead of ranking measures")
+    p.add_argument("--rel", type=int, default=1,
+                   help="with --classify: the lowest relevant grade, as ir-measures' rel=N (default %(default)s; "
+                        "2025 NIST PTKB grades are 0-4, 2023/2024 ones 0/1)")
+
+
+def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
+    from ikatkit.evaluate.ptkb_classify import classify_ptkb
+    from ikatkit.evaluate.qrels import load_qrels
+    from ikatkit.runs.io import load_records, read_run
+    from ikatkit.topics import load_topics
+
+    topics = load_topics(args.topics) if args.topics else None
+    run = read_run(args.run, topics=topics)
+    listed = load_records(args.run)[0] in ("dict", "trec")  # PTKB keys ranked or listed per turn: each one is cited
+    cited = {t.turn_id: dict(t.ranking()) for t in run.turns} if listed else run
+    result = classify_ptkb(cited, load_qrels(args.qrels), args.rel, topics, args.missing)
+    statements = result.info["statements"]
+    if statements.get("unmapped"):
+        print(f"{statements['unmapped']} cited statements map to no PTKB key of their conversation (counted as "
+              f"cited nothing), e.g. {statements['unmapped_examples']}", file=sys.stderr)
+    return result
+
+
 def _add_response_inputs(p: argparse.ArgumentParser) -> None:
     """The inputs of response measures, shared by eval-responses, compare and report."""
-    p.add_argument("--references", help="reference responses: {turn: text}, the 2024 gold-response JSON or topics "
-                                        "(default: the topics' canonical responses)")
-    p.add_argument("--nuggets", help="gold-nugget JSON {turn: {\"[i]\": {\"text\", \"relevance\"}}}, or a "
-                                     "gold-response JSON (the atomic nuggets each response lists, ungraded)")
+    p.add_argument("--references", help="reference responses: {turn: text} (2025 gold-response-nist.json), the 2024 "
+                                        "gold-response JSON or topics (default: the topics' canonical responses)")
+    p.add_argument("--nuggets", help="gold-nugget JSON: 2024 {turn: {\"[i]\": {\"text\", \"relevance\"}}}, 2025 "
+                                     "nuggets-nist.json / nuggets-LLM.json {turn: [{\"text\", \"docid\"}]} "
+                                     "(ungraded), or a gold-response JSON (the atomic nuggets each response lists)")
     grounding = p.add_mutually_exclusive_group()
     grounding.add_argument("--passages", help="passage texts (JSONL) of the responses' used passages")
     grounding.add_argument("--index", help="... or the Lucene index to look them up in")
@@ -83,8 +119,12 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
                         "bench/tune_nugget_threshold.py)")
     p.add_argument("--llm-config",
                    help="TOML or JSON of the judge LLM, as an llm resource: backend, model, base_url ...")
-    p.add_argument("--rubrics", help="2025 rubric questions (rubrics.csv) for RubricCoverage / RubricScore "
-                                     "(an LLM judge: --llm-config)")
+    p.add_argument("--rubrics", help="2025 rubric questions (the released rubrics.json, or rubrics.csv) for "
+                                     "SimRubricScore / SimRubricCoverage (runs that record the simulated user's "
+                                     "judgements) and RubricCoverage / RubricScore (an LLM judge: --llm-config)")
+    p.add_argument("--sim-threshold", type=int, default=SIM_THRESHOLD,
+                   help="a rubric the simulated user scored above this (0-5) is covered (default %(default)s: the "
+                        "organizers' simulator moves on above 3)")
     p.add_argument("--bertscore-model", default=DEFAULT_MODEL, help="BERTScore model (hub id, folder or bundled:*)")
     p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
     p.add_argument("--cache", help="cache folder, as for `ikatkit run`: the judge's outputs go to its llm/ "
@@ -99,7 +139,7 @@ def _response_options(args: argparse.Namespace) -> dict:
     from ikatkit.topics import load_topics
 
     scorers = ResponseScorers(bert_model=args.bertscore_model, bert_layer=args.bertscore_layer,
-                              nugget_threshold=args.threshold)
+                              nugget_threshold=args.threshold, sim_threshold=args.sim_threshold)
     if args.matcher == "llm" and not args.llm_config:
         raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
                         fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")

@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import ExitStack
+from pathlib import Path
 
 from ikatkit.collection.readers import FORMATS
 from ikatkit.collection.segment import SPLITTERS
 from ikatkit.commands import default, index_verify
-from ikatkit.index.build import SEGMENTERS, build_index
+from ikatkit.index.build import MANIFEST, build_index
 from ikatkit.index.dense import build_dense
 from ikatkit.index.encode import BACKENDS
+from ikatkit.index.indexing import SEGMENTERS
 from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.partition.strategies import STRATEGIES
+from ikatkit.progress import Progress
+
+SHOWN_PROBLEMS = 5  # skipped records named on the terminal; the manifest keeps up to 20
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -92,12 +98,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         from ikatkit.index import lookup
 
         if args.index_command == "dense":
-            from tqdm import tqdm
-
             from ikatkit.extras import require
 
             require(["sentence_transformers", "ray", "faiss"], "index dense")  # before the progress bar opens
-            with tqdm(desc="encoded", unit="psg") as bar:
+            with Progress("encoded", "passages") as bar:
                 manifest = build_dense(args.inputs, args.out, model=args.model, ray_address=args.ray,
                                        batch_size=args.batch_size, faiss_spec=args.faiss, backend=args.backend,
                                        shard_size=args.shard_size, threads=args.threads, workers=args.workers,
@@ -106,8 +110,7 @@ def add(sub: argparse._SubParsersAction) -> None:
             print(f"dense index of {manifest['counts']['passages']} passages ({manifest['model']}, "
                   f"{manifest['dimension']} dims, faiss {manifest['faiss']}) -> {args.out}")
         elif args.index_command == "build":
-            build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
-                        splitter=args.splitter, heap=args.heap, segmenter=args.segmenter)
+            _build(args)
         elif args.index_command == "partition":
             from ikatkit.partition.build import partition_index
 
@@ -125,3 +128,26 @@ def add(sub: argparse._SubParsersAction) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+def _build(args: argparse.Namespace) -> None:
+    """``index build``: progress on stderr (a bar on a terminal, a line every 30 s in a log), then a summary."""
+    built = (Path(args.out) / MANIFEST).exists()
+    bars: dict[str, Progress] = {}
+    with ExitStack() as stack:
+
+        def progress(what: str, done: int, total: int | None) -> None:
+            if what not in bars:
+                bars[what] = stack.enter_context(Progress(what, what, total))
+            bars[what].moveto(done)
+
+        manifest = build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
+                               splitter=args.splitter, heap=args.heap, segmenter=args.segmenter, progress=progress)
+    counts = manifest["counts"]
+    print(f"{'already built: ' if built else 'indexed '}{counts['passages']} passages from {counts['documents']} "
+          f"documents ({counts['skipped']} records skipped) in {manifest['seconds']} s -> {args.out}")
+    problems = manifest["skipped_examples"]
+    if counts["skipped"] and not built:
+        shown = problems[:SHOWN_PROBLEMS]
+        print(f"skipped records (first {len(shown)}; up to {len(problems)} in {Path(args.out) / MANIFEST}):\n  "
+              + "\n  ".join(shown), file=sys.stderr)

@@ -14,7 +14,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def _add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a run against the topics: the organizers' rules and more")
-    p.add_argument("run", help="a run: official 2023/2024 JSON, 2025 JSONL, TREC, or {qid: {pid: score}} JSON")
+    p.add_argument("run", help="a run: official 2023/2024 JSON, 2025 JSONL, a released 2025 interactive run or "
+                               "a simulation API dump, TREC, or {qid: {pid: score}} JSON")
     p.add_argument("--topics", required=True, help="the year's topic JSON")
     p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
     ids = p.add_mutually_exclusive_group()
@@ -36,7 +37,8 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_convert(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert a run between the 2023/2024 JSON, 2025 JSONL and TREC formats")
+    p = sub.add_parser("convert", help="convert a run between the 2023/2024 JSON, 2025 JSONL, released 2025 "
+                                       "interactive and TREC formats (e.g. a simulation dump to the released shape)")
     p.add_argument("run", help="a run in any supported format")
     p.add_argument("--to", required=True, choices=FORMATS)
     p.add_argument("--out", required=True, help="output file")
@@ -45,11 +47,12 @@ def _add_convert(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.runs.io import read_run, write_run
+        from ikatkit.runs.templates import load_template
         from ikatkit.topics import load_topics
 
         topics = load_topics(args.topics) if args.topics else None
         converted = read_run(args.run, topics=topics)
-        converted.year = int(args.to) if args.to != "trec" else converted.year
+        converted.year = load_template(args.to).year if args.to != "trec" else converted.year
         if args.team_id:
             converted.team_id = args.team_id
         write_run(converted, args.out, args.to, topics=topics)

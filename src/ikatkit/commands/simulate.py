@@ -77,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
         users = llm_users(topics, personas, llm, args.max_turns)
     sim = Simulator(users, {token: args.team}, store=args.store, run_limit=args.runs, session_limit=args.sessions)
     print(f"simulating {len(users)} topics ({args.users} users) on http://127.0.0.1:{args.port}", flush=True)
-    uvicorn.run(create_app(sim), host="127.0.0.1", port=args.port, log_level="warning")
+    # uvicorn.Server, not uvicorn.run, which swallows the stop that uvicorn re-raises once it has shut down
+    uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=args.port, log_level="warning")).run()
     return 0

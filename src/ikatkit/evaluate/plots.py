@@ -13,12 +13,19 @@ from ikatkit.evaluate.evaluate import EvalResult  # noqa: E402
 from ikatkit.topics import split_query_id  # noqa: E402
 
 
+def place(qid: str) -> tuple[str, int | None]:
+    """(conversation, turn number) of a row; a whole dialogue's row (keyed by its topic, as rubric measures are)
+    has no turn number."""
+    return (qid, None) if "_" not in qid else split_query_id(qid)
+
+
 def by_position(result: EvalResult, measure: str) -> dict[int, float]:
-    """Mean of ``measure`` per turn number, over conversations."""
+    """Mean of ``measure`` per turn number, over conversations (rows of whole dialogues have none)."""
     groups: dict[int, list[float]] = {}
     for qid, values in result.per_query.items():
-        if measure in values:
-            groups.setdefault(split_query_id(qid)[1], []).append(values[measure])
+        turn = place(qid)[1]
+        if measure in values and turn is not None:
+            groups.setdefault(turn, []).append(values[measure])
     return {turn: sum(v) / len(v) for turn, v in sorted(groups.items())}
 
 
@@ -27,7 +34,7 @@ def by_conversation(result: EvalResult, measure: str) -> dict[str, float]:
     groups: dict[str, list[float]] = {}
     for qid, values in result.per_query.items():
         if measure in values:
-            groups.setdefault(split_query_id(qid)[0], []).append(values[measure])
+            groups.setdefault(place(qid)[0], []).append(values[measure])
     return {c: sum(v) / len(v) for c, v in sorted(groups.items(), key=lambda item: natural_key(item[0]))}
 
 
@@ -49,7 +56,8 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
     counts: dict[int, set[str]] = {}
     for result in results.values():
         for qid in result.per_query:
-            counts.setdefault(split_query_id(qid)[1], set()).add(qid)
+            if (turn := place(qid)[1]) is not None:
+                counts.setdefault(turn, set()).add(qid)
     ax.set_xticks(sorted(counts), [f"{t}\n{len(counts[t])}" for t in sorted(counts)], fontsize=8)
     ax.set(xlabel="turn position in the conversation (below it: judged turns averaged)", ylabel=measure,
            title=f"{label}{measure} per turn position")

@@ -11,8 +11,7 @@ from typing import Any
 
 from ikatkit.atomic import write_text
 from ikatkit.evaluate.compare import Comparison, compare_ptkb, compare_runs
-from ikatkit.evaluate.plots import by_conversation, by_position, natural_key, plot_breakdowns
-from ikatkit.topics import split_query_id
+from ikatkit.evaluate.plots import by_conversation, by_position, natural_key, place, plot_breakdowns
 
 
 def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dict[str, Any]:
@@ -30,12 +29,13 @@ def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dic
         write_text(files["pairs"], comparison.pairs_csv())
     files["plots"] = [path for measure in comparison.measures
                       for path in plot_breakdowns(comparison.results, measure, out, prefix=prefix)]
-    for kind, breakdown, group in (("per_turn", by_position, lambda q: split_query_id(q)[1]),
-                                   ("per_conversation", by_conversation, lambda q: split_query_id(q)[0])):
+    for kind, breakdown, group in (("per_turn", by_position, lambda q: place(q)[1]),
+                                   ("per_conversation", by_conversation, lambda q: place(q)[0])):
         turns: dict[Any, set[str]] = {}
         for result in comparison.results.values():
             for qid in result.per_query:
-                turns.setdefault(group(qid), set()).add(qid)
+                if group(qid) is not None:
+                    turns.setdefault(group(qid), set()).add(qid)
         table = io.StringIO()
         writer = csv.writer(table, lineterminator="\n")
         writer.writerow([kind.split("_", 1)[1], "judged_turns", "measure", *comparison.results])

@@ -24,16 +24,13 @@ from json.encoder import encode_basestring, encode_basestring_ascii  # type: ign
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from ikatkit.collection.readers import ReadStats, read_passages
 from ikatkit.collection.segment import splitter as make_splitter
 from ikatkit.digest import file_digest
 from ikatkit.errors import IkatError
 from ikatkit.index.dupes import IdHashes
-
-if TYPE_CHECKING:
-    from tqdm import tqdm
 
 CHUNK = 256  # passages per write (a few hundred KB: joined in cache)
 PIPE_BYTES = 1 << 20  # asked for as a named pipe's capacity (Linux allows 1 MiB unprivileged by default)
@@ -176,8 +173,10 @@ class Segmenters:
             self.stop()
             raise
 
-    def wait(self, bar: tqdm, reader_alive: Callable[[], bool] = lambda: True) -> list[FileReport]:
-        """Every file's report in input order; raises the first worker error.
+    def wait(self, progress: Callable[[int], None],
+             reader_alive: Callable[[], bool] = lambda: True) -> list[FileReport]:
+        """Every file's report in input order; raises the first worker error. ``progress`` is told the passages
+        segmented so far.
 
         ``reader_alive`` is called a few times a second: it raises if the reader of the shards failed and
         returns False once it has ended; then workers get ``GRACE_S`` seconds to finish.
@@ -189,7 +188,7 @@ class Segmenters:
                 received = self._receive(conn)
                 broken = broken or received is None
                 reports.extend(received or [])
-            bar.update(sum(self._counts) - bar.n)
+            progress(sum(self._counts))
             alive = reader_alive()
             if broken or not alive:
                 ended = ended or time.monotonic()

@@ -86,5 +86,8 @@ class OpenAILLM(LLM):
                   seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
         """The rows concurrently (``max_concurrency`` requests at a time), one request per row."""
         row_seeds = seeds if seeds is not None else [None] * len(batch)
-        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.max_concurrency)
+        try:
             return list(pool.map(lambda row: self._one(row[0], params, row[1]), zip(batch, row_seeds)))
+        finally:  # on a stop (ikatkit.stopping), the queued requests are dropped, not waited for
+            pool.shutdown(cancel_futures=True)

@@ -10,10 +10,12 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 
+DIALOGUE_TASKS = ("nist_mixed_initiative", "nist_personalization", "nist_information_flow", "nist_trustworthiness",
+                  "nist_satisfaction", "nist_engagement", "nist_relevance", "nist_subtopic_quality")  # eval-dialogues
 TASKS = ("rtg_rewrite", "rtg_rewrite_chat", "rtg_response", "rtg_response_chat", "gtr_answer", "gtr_queries",
          "gtr_response", "ptkb_classify", "nugget_support",
          "promise_response", "refine_specificity", "refine_faithfulness", "refine_relevance", "refine_memory",
-         "plan_sources", "persona_statements", "rubric_score")
+         "plan_sources", "persona_statements", "rubric_score", *DIALOGUE_TASKS)
 MAX_PASSAGE_WORDS = 200
 # Where a reply ends: on a new line, the model starting another turn or another prompt section (SmolLM2-135M
 # goes on with "### User Question: ..." or "User: ..."). A reply may open with a label or an introduction

@@ -23,6 +23,7 @@ from typing import IO
 
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
+from ikatkit.stopping import dies_with_us
 
 
 _STARTED: dict[str, tuple[subprocess.Popen, IO[str]]] = {}  # /v1 URL -> a server started here and its log
@@ -67,7 +68,7 @@ def llama_cpp_server(model: str, *, port: int | None = None, n_ctx: int = 2048, 
                      ready_timeout: float = 120.0) -> Iterator[str]:
     """Start ``python -m llama_cpp.server`` for ``model`` (a .gguf path or ``bundled:*``); yield its /v1 URL.
 
-    Waits (bounded) until ``/v1/models`` answers; stops the server on exit.
+    Waits (bounded) until ``/v1/models`` answers; stops the server on exit (and it dies with this process).
     """
     if find_spec("llama_cpp") is None:
         raise IkatError("llama-cpp-python is not installed", fix="pip install 'llama-cpp-python[server]'")
@@ -77,7 +78,7 @@ def llama_cpp_server(model: str, *, port: int | None = None, n_ctx: int = 2048, 
     process = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", resolve_model(model),
                                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
                                 "--n_threads", str(n_threads)],
-                               stdout=subprocess.DEVNULL, stderr=log)
+                               stdout=subprocess.DEVNULL, stderr=log, preexec_fn=dies_with_us())
     try:
         deadline = time.monotonic() + ready_timeout
         while True:

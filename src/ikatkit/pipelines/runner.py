@@ -13,16 +13,12 @@ just before the first batch; checkpoints of another fingerprint, or with none, a
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
-import os
 import pickle
 import platform
-import socket
 import sys
 import time
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +28,7 @@ from tqdm import tqdm
 
 from ikatkit.atomic import write_json, write_text
 from ikatkit.errors import IkatError
+from ikatkit.lock import run_lock
 from ikatkit.paths import cache_root
 from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
@@ -128,42 +125,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return found
-
-
-@contextmanager
-def run_lock(out: Path) -> Iterator[None]:
-    """Hold ``out/run.lock`` (with this process's id in it) while a run writes ``out``; refuse if another holds it.
-
-    The lock is an ``flock``: the kernel frees it when its holder dies, so a stale lock file is simply taken. The
-    file is removed however the run ends (finished, failed, interrupted), while still locked; a process that locked
-    the removed file in between sees that it is no longer ``run.lock`` and takes the new one."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "run.lock"
-    while True:
-        handle = open(path, "a+", encoding="utf-8")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
-            raise IkatError(f"another run is writing this folder ({holder})", path=out,
-                            fix="wait for it to end, or stop it; --restart does not override a live run") from None
-        try:
-            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
-                break
-        except FileNotFoundError:
-            pass
-        handle.close()  # locked a file its holder removed as it ended: lock the current one
-    try:
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
-        handle.flush()
-        yield
-    finally:
-        path.unlink(missing_ok=True)
-        handle.close()
 
 
 class Checkpoints:

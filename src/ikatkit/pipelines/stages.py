@@ -160,17 +160,51 @@ class GoldPtkb(Stage):
 
 @register
 class ClassifyPtkb(Stage):
-    """LLM classification of each PTKB statement as relevant or not (GtR); relevant ones score 1."""
+    """Choose the PTKB statements relevant to each turn (GtR): by the LLM, or with ``classifier`` by a trained
+    classifier over the ranker's scores.
+
+    The LLM judges each statement; chosen ones score 1. A ``classifier`` (a file of ``ikatkit
+    train-ptkb-classifier``) reads the ranker's scores of the statements against the query through its logistic
+    model; chosen ones score their probability (:mod:`ikatkit.pipelines.ptkb_classifier`,
+    docs/ptkb-classification.md)."""
 
     name = "classify_ptkb"
     requires = ()
     ordered = ("context_ids",)
     provides = ("ptkb",)
 
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
+    def __init__(self, llm: Any = None, ranker: Any = None, classifier: str | None = None) -> None:
+        from ikatkit.pipelines.ptkb_classifier import PtkbClassifier
+
+        self.llm, self.ranker = llm, ranker
+        self.classifier = PtkbClassifier.load(classifier) if classifier else None
+
+    @classmethod
+    def ordered_reads(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        return ("query", "context_ids") if options.get("classifier") else cls.ordered
+
+    @classmethod
+    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+        """An LLM without ``classifier``; with it, a ranker of the kind the classifier was trained on."""
+        if not options.get("classifier"):
+            if placement.kinds.get("llm") is None:
+                raise IkatError("classify_ptkb needs an LLM resource, or a trained classifier", where="classifier",
+                                fix='declare a kind = "llm" resource, or add classifier = "<file>" and a bi-encoder')
+            return
+        from ikatkit.pipelines.ptkb_classifier import PtkbClassifier
+
+        trained = PtkbClassifier.load(options["classifier"])
+        if placement.kinds.get("ranker") != trained.kind:
+            raise IkatError(f"the classifier was trained on a {trained.kind} ({trained.model}); this stage's ranker "
+                            f"is {placement.kinds.get('ranker')!r}", where="ranker",
+                            fix=f'declare a kind = "{trained.kind}" resource with model = "{trained.model}"')
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        if self.classifier is not None:
+            for record in records:
+                ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all)
+                record.ptkb = self.classifier.choose(ranked)
+            return records
         from ikatkit.llm.parse import parse_ptkb_classification
 
         variables = [dict(prompt_context(r), response=r.response) for r in records]

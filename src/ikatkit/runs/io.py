@@ -9,6 +9,11 @@ Each official format is a view of :class:`~ikatkit.runs.model.Run` shaped by its
   Reading puts the references on the first response (``used`` = cited by it) and the citations of
   later responses on those; a citation's score in the first response is its reference score.
 - TREC: ``qid Q0 pid rank score run_name``, from :meth:`Run.trec_ranking`.
+- 2025-interactive: the interactive runs as the organizers released them, one JSON object per user utterance
+  (``metadata``: ``run_id``, ``type`` = interactive, ``description``, ``track_persona``, ``topic_id`` =
+  ``{topic}_{n}``; ``responses[0]``: ``user_utterance``, ``user_rubrik`` and ``user_rubrik_score`` (what the
+  organizers' simulated user pursued and its 0-5 judgement of the answer), ``text``, ``citations``,
+  ``ptkb_provenance``; ``references``). The farewell row (``text`` null) is not a turn and is not written.
 - interactive (read only): the simulation API's run dump, one JSON object per answered user utterance
   (``metadata.topic_id`` = ``{topic}_{n}``, ``responses[0]`` = the utterance, ``assistant_text``,
   ``assistant_citations`` in rank order, ``assistant_meta``: ``ptkb_provenance`` and ``used_passages`` where
@@ -27,15 +32,14 @@ from typing import Any
 from ikatkit.atomic import atomic_open
 from ikatkit import jsonl
 from ikatkit.errors import IkatError
-from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
-from ikatkit.runs.templates import Template, load_template
+from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult, UserTurn
+from ikatkit.runs.templates import TEMPLATE_FILES, Template, load_template
 from ikatkit.topics import Topics
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("2023", "2024", "2025", "trec")
+FORMATS = (*TEMPLATE_FILES, "trec")
 READ_FORMATS = (*FORMATS, "dict", "interactive")
-MAX_REFERENCES = 1000
 Record = tuple[str, Any]  # (where it is: "line 3" or "", parsed JSON)
 
 
@@ -49,8 +53,8 @@ def read_run(path: str | Path, fmt: str | None = None, *, topics: Topics | None 
     """
     path = Path(path)
     fmt, records = load_records(path, fmt)
-    if fmt in ("2023", "2024", "2025"):
-        template = load_template(int(fmt))
+    if fmt in TEMPLATE_FILES:
+        template = load_template(fmt)
         for where, record in records:
             for issue in template.check(record):
                 if issue.kind in ("type", "missing-required") or (
@@ -74,6 +78,8 @@ def load_records(path: str | Path, fmt: str | None = None) -> tuple[str, list[Re
         return "trec", _trec_records(text, path)
     if fmt == "2025" or (fmt is None and _first_json_line_is_turn(text)):
         return "2025", _jsonl_records(text, path)
+    if fmt == "2025-interactive" or (fmt is None and _first_json_line_is_dump(text) == "2025-interactive"):
+        return "2025-interactive", _jsonl_records(text, path)
     if fmt == "interactive" or (fmt is None and _first_json_line_is_dump(text)):
         return "interactive", _jsonl_records(text, path)
     try:
@@ -108,13 +114,19 @@ def _first_json_line_is_turn(text: str) -> bool:
     return isinstance(obj, dict) and "turn_id" in obj and "turns" not in obj
 
 
-def _first_json_line_is_dump(text: str) -> bool:
+def _first_json_line_is_dump(text: str) -> str | None:
+    """``2025-interactive`` for a released interactive run, ``interactive`` for a server dump, else None."""
     first = text.lstrip().split("\n", 1)[0]
     try:
         obj = json.loads(first)
     except json.JSONDecodeError:
-        return False
-    return isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "responses" in obj
+        return None
+    if not (isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "responses" in obj):
+        return None
+    responses = obj["responses"] if isinstance(obj["responses"], list) else []
+    released = obj["metadata"].get("type") == "interactive" and any(
+        isinstance(r, dict) and "text" in r and "assistant_text" not in r for r in responses)
+    return "2025-interactive" if released else "interactive"
 
 
 def _detect_json(data: Any, path: Path) -> str:
@@ -175,6 +187,8 @@ def from_records(records: list[Record], fmt: str, path: str | Path | None = None
         return _run_from_jsonl(records, topics)
     if fmt == "interactive":
         return _run_from_dump(records, topics)
+    if fmt == "2025-interactive":
+        return _run_from_released(records, topics)
     return _run_from_json(records[0][1], int(fmt), topics)
 
 
@@ -221,8 +235,12 @@ def _run_from_jsonl(records: list[Record], topics: Topics | None) -> Run:
 
 def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
     meta = records[0][1].get("metadata") or {} if records else {}
-    run = Run(str(meta.get("run_id", "")), "automatic", year=2025, team_id=str(meta.get("team_id", "")))
-    for _, entry in records:
+    persona = (meta.get("extra") or {}).get("track_persona") if isinstance(meta.get("extra"), dict) else None
+    run = Run(str(meta.get("run_id", "")), "automatic", year=2025, team_id=str(meta.get("team_id", "")),
+              description=str(meta.get("description") or ""),
+              track_persona=int(persona) if isinstance(persona, (int, bool)) else None)
+    judged = _dump_judgements(records)
+    for number, (_, entry) in enumerate(records):
         qid = str((entry.get("metadata") or {}).get("topic_id", ""))
         for r in (entry.get("responses") or [])[:1]:
             if r.get("assistant_text") is None:  # the user's farewell: nothing was answered
@@ -234,8 +252,55 @@ def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
             statements = meta.get("ptkb_provenance") or []
             ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in statements]
             run.turns.append(TurnResult(qid, [Response(int(r.get("rank", 1)), str(r["assistant_text"]), passages,
-                                                       ptkb)]))
+                                                       ptkb)], judged[number]))
     return run
+
+
+def _dump_judgements(records: list[Record]) -> list[UserTurn]:
+    """Per dump row, the simulated user's side: its utterance, the rubric it pursued (``user_meta.rubric``, as
+    ikatkit's simulator notes it) and its 0-5 judgement of the answer, which comes with the user's next utterance
+    in that conversation (the next row's ``user_meta.rubric_score``)."""
+    rows = [(entry.get("responses") or [{}])[0] if isinstance(entry, dict) else {} for _, entry in records]
+    rows = [row if isinstance(row, dict) else {} for row in rows]
+    topics = [str((entry.get("metadata") or {}).get("topic_id", "")).rsplit("_", 1)[0] for _, entry in records]
+    out = []
+    for i, row in enumerate(rows):
+        user_meta = row.get("user_meta") or {}
+        after = next((rows[j].get("user_meta") or {} for j in range(i + 1, len(rows)) if topics[j] == topics[i]), {})
+        out.append(_user_turn({"user_utterance": row.get("user_utterance"),
+                                "user_rubrik": row.get("user_rubrik", user_meta.get("rubric")),
+                                "user_rubrik_score": row.get("user_rubrik_score", after.get("rubric_score"))}))
+    return out
+
+
+def _run_from_released(records: list[Record], topics: Topics | None) -> Run:
+    meta = records[0][1].get("metadata") or {} if records else {}
+    persona = meta.get("track_persona")
+    run = Run(str(meta.get("run_id", "")), str(meta.get("type", "interactive")), year=2025,
+              team_id=str(meta.get("team_id", "")), description=str(meta.get("description") or ""),
+              track_persona=int(persona) if isinstance(persona, (int, bool)) else None)
+    for _, entry in records:
+        qid = str((entry.get("metadata") or {}).get("topic_id", ""))
+        for r in (entry.get("responses") or [])[:1]:
+            if r.get("text") is None:  # the user's farewell: nothing was answered
+                continue
+            citations = r.get("citations") or {}
+            references = entry.get("references") or {}
+            passages = [PassageRef(str(pid), float(s), used=pid in citations) for pid, s in references.items()]
+            passages += [PassageRef(str(pid), float(s), used=True) for pid, s in citations.items()
+                         if pid not in references]
+            ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in r.get("ptkb_provenance") or []]
+            run.turns.append(TurnResult(qid, [Response(int(r.get("rank") or 1), str(r["text"]), passages, ptkb)],
+                                        _user_turn(r)))
+    return run
+
+
+def _user_turn(response: dict[str, Any]) -> UserTurn:
+    """The simulated user's side of an interactive row: its utterance, rubric and 0-5 score (when recorded)."""
+    score = response.get("user_rubrik_score")
+    rubric = response.get("user_rubrik")
+    return UserTurn(str(response.get("user_utterance") or ""), str(rubric) if rubric else None,
+                    int(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None)
 
 
 def _run_from_trec(records: list[Record]) -> Run:
@@ -287,7 +352,7 @@ def named_path(item: str) -> tuple[str | None, str]:
 
 
 def write_run(run: Run, path: str | Path, fmt: str, *, topics: Topics | None = None) -> None:
-    """Write ``run`` atomically in ``fmt`` (2023, 2024, 2025 or trec).
+    """Write ``run`` atomically in ``fmt`` (2023, 2024, 2025, 2025-interactive or trec).
 
     ``topics`` completes PTKB references that lack what the format needs (a text for 2023/2025, a key for 2024).
     """
@@ -296,7 +361,7 @@ def write_run(run: Run, path: str | Path, fmt: str, *, topics: Topics | None = N
     with atomic_open(path) as handle:
         if fmt == "trec":
             handle.writelines(trec_lines(run))
-        elif fmt == "2025":
+        elif load_template(fmt).jsonl:
             jsonl.write(handle, to_records(run, fmt, topics))
         else:
             json.dump(to_records(run, fmt, topics)[0], handle, ensure_ascii=False)
@@ -313,8 +378,10 @@ def trec_lines(run: Run) -> Iterable[str]:
 
 
 def to_records(run: Run, fmt: str, topics: Topics | None = None) -> list[dict[str, Any]]:
-    """The official records of ``run``: one object for 2023/2024, one per turn for 2025."""
-    template = load_template(int(fmt))
+    """The official records of ``run``: one object for 2023/2024, one per turn for 2025 and 2025-interactive."""
+    template = load_template(fmt)
+    if template.has("metadata.topic_id"):
+        return _released_view(run, template, topics)
     return _jsonl_view(run, template, topics) if template.jsonl else [_json_view(run, template, topics)]
 
 
@@ -342,18 +409,44 @@ def _json_view(run: Run, t: Template, topics: Topics | None) -> dict[str, Any]:
 def _jsonl_view(run: Run, t: Template, topics: Topics | None) -> list[dict[str, Any]]:
     meta = t.ordered("metadata", {"team_id": run.team_id, "run_id": run.run_name, "run_type": run.run_type})
     records, trimmed = [], 0
+    most = t.limit("max_items", "references")
     for turn in run.turns:
         ranking = turn.ranking()
-        trimmed += len(ranking) > MAX_REFERENCES
+        trimmed += len(ranking) > most
         responses = [t.ordered("responses[]", {
             "rank": r.rank, "text": r.text,
             "citations": {p.id: p.score for p in r.passages if p.used},
             "ptkb_provenance": [_text(p, topics, turn.turn_id) for p in r.ptkb]}) for r in turn.responses]
         records.append(t.ordered("", {"metadata": meta, "turn_id": turn.turn_id, "responses": responses,
-                                      "references": dict(ranking[:MAX_REFERENCES])}))
+                                      "references": dict(ranking[:most])}))
+    if trimmed:
+        log.warning("%d turns had more than %d passages; their references keep the first %d", trimmed, most, most)
+    return records
+
+
+def _released_view(run: Run, t: Template, topics: Topics | None) -> list[dict[str, Any]]:
+    """One row per answered turn as the organizers released interactive runs (no farewell rows)."""
+    most_refs, most_cited = t.limit("max_items", "references"), t.limit("max_items", "responses[].citations")
+    records, trimmed = [], 0
+    for turn in run.turns:
+        ranking = turn.ranking()
+        trimmed += len(ranking) > most_refs
+        references = dict(ranking[:most_refs])
+        first = min(turn.responses, key=lambda r: r.rank) if turn.responses else None
+        cited = [(p.id, p.score) for p in first.passages if p.used and p.id in references] if first else []
+        user = turn.user or UserTurn()
+        meta = t.ordered("metadata", {"team_id": run.team_id, "run_id": run.run_name, "type": "interactive",
+                                      "description": run.description, "track_persona": run.track_persona or 0,
+                                      "topic_id": turn.turn_id})
+        response = t.ordered("responses[]", {
+            "rank": 1, "user_utterance": user.utterance, "user_rubrik": user.rubric,
+            "user_rubrik_score": user.rubric_score, "text": first.text if first else "",
+            "citations": dict(cited[:most_cited]),
+            "ptkb_provenance": [_text(p, topics, turn.turn_id) for p in first.ptkb] if first else []})
+        records.append(t.ordered("", {"metadata": meta, "responses": [response], "references": references}))
     if trimmed:
         log.warning("%d turns had more than %d passages; their references keep the first %d",
-                    trimmed, MAX_REFERENCES, MAX_REFERENCES)
+                    trimmed, most_refs, most_refs)
     return records
 
 

@@ -36,12 +36,23 @@ class Response:
     ptkb: list[PtkbRef] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class UserTurn:
+    """What a simulated user said at an interactive turn and how it judged the answer: the rubric question it was
+    pursuing and its 0-5 score of the answer to it (None where the run does not record them)."""
+
+    utterance: str = ""
+    rubric: str | None = None
+    rubric_score: int | None = None
+
+
 @dataclass
 class TurnResult:
-    """The responses of one turn, ``turn_id`` being the query id (``9-1_3``)."""
+    """The responses of one turn, ``turn_id`` being the query id (``9-1_3``); ``user`` for interactive turns."""
 
     turn_id: str
     responses: list[Response] = field(default_factory=list)
+    user: UserTurn | None = None
 
     def ranking(self) -> list[tuple[str, float]]:
         """Passages of all responses in rank order, first occurrence wins: what gets scored."""
@@ -62,6 +73,8 @@ class Run:
     year: int = 2023
     team_id: str = ""
     eval_response: bool = True
+    description: str = ""  # interactive runs: as given to the simulation API
+    track_persona: int | None = None  # interactive runs: 1 when the system tracked the persona
 
     def turn(self, turn_id: str) -> TurnResult:
         for result in self.turns:

