@@ -138,7 +138,8 @@ def test_base_commands_import_no_heavy_package(demo_dir, tmp_path):
 @pytest.mark.slow
 def test_built_wheel_validates_and_converts_in_a_fresh_venv(wheel, tmp_path):
     """Install the wheel (no dependencies) into a new venv that borrows this venv's installed dependencies through
-    a .pth file, and run the installed ``ikatkit`` outside the repo: validate, convert, and the demo's config."""
+    a .pth file, and run the installed ``ikatkit`` outside the repo: validate, convert, the demo's config, and
+    `configs copy all`, which gives the files of configs/."""
     from ikatkit.runs.io import write_run
     from ikatkit.topics import load_topics
     from runs_gold import gold_run
@@ -175,6 +176,13 @@ def test_built_wheel_validates_and_converts_in_a_fresh_venv(wheel, tmp_path):
     assert len(lines) == len(load_topics(topics_file)) and lines[0]["metadata"]["team_id"] == "uva"
     assert run("validate", "gold.jsonl", "--topics", str(topics_file)).returncode == 0
 
+    copied = run("configs", "copy", "all", "shipped")
+    assert copied.returncode == 0, copied.stderr
+    assert {p.name: p.read_bytes() for p in (work / "shipped").iterdir()} == {
+        p.name: p.read_bytes() for p in (ROOT / "configs").glob("*.toml")}, "the wheel ships other configs"
+    listing = run("configs")
+    assert listing.returncode == 0 and "manual_biencoder.toml" in listing.stdout, listing.stderr
+
     demo_help = run("demo", "--help")
     assert demo_help.returncode == 0 and "the demo config the package ships" in " ".join(demo_help.stdout.split())
     code = ("from ikatkit.pipelines.demo import demo_config\nfrom ikatkit.pipelines.config import load_config\n"
@@ -185,20 +193,28 @@ def test_built_wheel_validates_and_converts_in_a_fresh_venv(wheel, tmp_path):
     assert "['rewrite', 'rank_ptkb', 'retrieve', 'rerank', 'respond']" in shipped.stdout
 
 
-@pytest.mark.slow
-def test_base_install_from_the_index_validates_and_evaluates(wheel, demo_dir, tmp_path):
-    """A fresh venv with only the base dependencies, from the package index at the versions of constraints.txt:
-    no heavy package is installed, and topics, validate, convert, eval, eval-ptkb, compare and report print what
-    they print in the full install."""
-    venv = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def base_venv(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel and only the base dependencies, from the package index at the versions of
+    constraints.txt (skipped where no index answers); its python."""
+    where = tmp_path_factory.mktemp("base")
+    venv = where / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     installed = subprocess.run([python, "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), str(wheel)],
-                               capture_output=True, text=True, cwd=tmp_path, env=clean_env())
+                               capture_output=True, text=True, cwd=where, env=clean_env())
     if installed.returncode and any(s in installed.stderr for s in ("NewConnectionError", "Name or service not known",
                                                                     "Temporary failure in name resolution")):
         pytest.skip("no package index reachable: " + installed.stderr.strip().splitlines()[-1])
     assert installed.returncode == 0, installed.stderr[-3000:]
+    return python
+
+
+@pytest.mark.slow
+def test_base_install_from_the_index_validates_and_evaluates(base_venv, demo_dir, tmp_path):
+    """The base install: no heavy package is installed, and topics, validate, convert, eval, eval-ptkb, compare and
+    report print what they print in the full install."""
+    python = base_venv
     probe = f"import importlib.util as u; print([m for m in {HEAVY!r} if u.find_spec(m)])"
     found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path,
                            env=clean_env())
@@ -210,6 +226,58 @@ def test_base_install_from_the_index_validates_and_evaluates(wheel, demo_dir, tm
     assert base["results"] == full["results"]
     assert [code for _, code, _ in base["results"]] == [0] * len(BASE_COMMANDS)
     assert json.loads(base["results"][3][2])["per_query"]  # eval scored the turns
+
+
+# Each command that needs an extra, as `ikatkit` arguments ({demo}: the wheel's demo data; "index" is a folder with
+# a segments_N file, enough to reach Lucene), and the extra its one-line error must name.
+EXTRA_COMMANDS = (
+    (("validate", "gold.json", "--topics", "{demo}/topics.json", "--index", "index"), "lucene"),
+    (("index", "build", "{demo}/clueweb22", "--out", "built"), "lucene"),
+    (("index", "stats", "index"), "lucene"),
+    (("search", "--index", "index", "--topics", "{demo}/topics.json", "--out", "bm25.txt"), "lucene"),
+    (("run", "manual_biencoder.toml", "--topics", "{demo}/topics.json", "--index", "index", "--out", "run"), "lucene"),
+    (("run", "manual_biencoder.toml", "--topics", "{demo}/topics.json", "--index", "index", "--out", "run"), "models"),
+    (("demo", "--out", "demo"), "models"),
+    (("rerank", "gold.json", "--topics", "{demo}/topics.json", "--out", "reranked.txt"), "models"),
+    (("ptkb", "{demo}/topics.json", "--out", "ptkb.txt"), "models"),
+    (("eval-responses", "gold.json", "--topics", "{demo}/topics.json"), "models"),
+    (("compare", "a=gold.json", "b=gold.json", "--qrels", "{demo}/qrels.txt", "--topics", "{demo}/topics.json",
+      "--measures", "ROUGE-L", "--out", "cmp"), "models"),
+    (("index", "dense", "{demo}/clueweb22", "--out", "dense"), "models"),
+    (("finetune", "train", "--topics", "{demo}/topics.json", "--out", "adapter"), "models"),
+    (("context", "--topics", "{demo}/topics.json", "--qrels", "{demo}/qrels.txt", "--index", "index", "--out", "ctx"),
+     "models"),
+    (("interactive", "interactive_extractive.toml", "--api", "http://127.0.0.1:9", "--run-id", "r", "--out", "live"),
+     "interactive"),
+    (("simulate", "--topics", "{demo}/topics.json", "--token", "t"), "interactive"),
+)
+
+
+@pytest.mark.slow
+def test_base_install_names_the_extra_each_command_needs(base_venv, tmp_path):
+    """In the base install every command that needs an extra ends in one line naming it, with pip's fix (no
+    `make setup` for a wheel) and no traceback; `ikatkit configs copy` gives the configs it names."""
+    ikatkit = str(base_venv.parent / "ikatkit")
+    demo = subprocess.run([str(base_venv), "-c", "from ikatkit.pipelines.demo import demo_data; print(demo_data())"],
+                          check=True, capture_output=True, text=True, cwd=tmp_path, env=clean_env()).stdout.strip()
+    from ikatkit.runs.io import write_run
+    from ikatkit.topics import load_topics
+    from runs_gold import gold_run
+
+    write_run(gold_run(load_topics(Path(demo) / "topics.json")), tmp_path / "gold.json", "2023")
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "segments_1").touch()
+    for name in ("manual_biencoder", "interactive_extractive"):
+        copied = subprocess.run([ikatkit, "configs", "copy", name, "."], capture_output=True, text=True, cwd=tmp_path,
+                                env=clean_env())
+        assert copied.returncode == 0, copied.stderr
+    for args, extra in EXTRA_COMMANDS:
+        done = subprocess.run([ikatkit, *(arg.format(demo=demo) for arg in args)], capture_output=True, text=True,
+                              cwd=tmp_path, env=clean_env(), timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (args, done.stderr[-3000:])
+        assert lines[0].startswith("ikatkit: error: ") and f"ikatkit[{extra}]" in lines[0], (args, lines)
+        assert "pip install 'ikatkit[" in lines[0] and "make setup" not in lines[0], (args, lines)
 
 
 def test_run_cache_option_holds_the_java_helpers(passages_index, ikat2023, tmp_path):

@@ -15,9 +15,10 @@ import sys
 from collections.abc import Callable
 
 from ikatkit import __version__
-from ikatkit.commands import (context, dialogues, evaluate, finetune, index, interactive, matcher, partition,
+from ikatkit.commands import (configs, context, dialogues, evaluate, finetune, index, interactive, matcher, partition,
                               persona, ptkb_classifier, robustness, run, runs, search, simulate, stages, topics)
 from ikatkit.errors import IkatError
+from ikatkit.extras import as_error
 from ikatkit.stopping import Stopped, handling_stops, received, resume_command
 
 
@@ -63,8 +64,8 @@ def _run(args: argparse.Namespace) -> int:
                 raise Stopped(signum) from err  # a child process that the same Ctrl-C stopped failed first
         sys.stdout.flush()
         return code
-    except IkatError as err:
-        print(f"ikatkit: error: {err}", file=sys.stderr)
+    except (IkatError, ModuleNotFoundError) as err:  # a module of an extra that is not installed: the extra named
+        print(f"ikatkit: error: {err if isinstance(err, IkatError) else as_error(err)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader left (`ikatkit index get ... | head`): end quietly, as a killed `cat` does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -89,6 +90,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     ptkb_classifier.add,
     dialogues.add,
     robustness.add,
+    configs.add,
 ]
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ def anserini_jar() -> Path:
     """Path of the Anserini fat jar bundled with Pyserini."""
     spec = find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
-        raise IkatError("pyserini is not installed", fix="run `make setup` (pip install pyserini==1.6.0)")
+        from ikatkit.extras import missing
+
+        raise missing(["pyserini"])
     jars = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "resources", "jars", "anserini-*-fatjar.jar")))
     if not jars:
         raise IkatError("Pyserini's bundled Anserini jar is missing", fix="reinstall pyserini==1.6.0")

@@ -98,6 +98,9 @@ def add(sub: argparse._SubParsersAction) -> None:
         from ikatkit.index import lookup
 
         if args.index_command == "dense":
+            from ikatkit.extras import require
+
+            require(["sentence_transformers", "ray", "faiss"], "index dense")  # before the progress bar opens
             with Progress("encoded", "passages") as bar:
                 manifest = build_dense(args.inputs, args.out, model=args.model, ray_address=args.ray,
                                        batch_size=args.batch_size, faiss_spec=args.faiss, backend=args.backend,

@@ -33,7 +33,10 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ikatkit.interactive.driver import run_interactive
+    from ikatkit.pipelines.config import load_config
+    from ikatkit.pipelines.preflight import preflight
 
+    preflight(load_config(args.config))
     if args.cache:
         os.environ["IKATKIT_CACHE"] = str(Path(args.cache).resolve())
     outcome = run_interactive(args.config, args.api, args.run_id, args.out, index=args.index, debug=args.debug,

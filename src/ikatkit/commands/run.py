@@ -37,6 +37,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     def run(args: argparse.Namespace) -> int:
         from ikatkit.paths import cache_at
         from ikatkit.pipelines import load_config, run_pipeline
+        from ikatkit.pipelines.preflight import preflight
         from ikatkit.pipelines.queries import use_query_file
         from ikatkit.topics import load_topics
 
@@ -46,6 +47,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         config = load_config(args.config)
         if args.queries:
             config = use_query_file(config, args.queries)
+        preflight(config)  # every model, GPU option and server the config names, before anything loads
         with cache_at(args.cache):  # Java helpers and OpenVINO models too, as run_pipeline's cache_dir holds the rest
             outcome = run_pipeline(config, topics, args.out, index=args.index, cache_dir=args.cache,
                                    validate=not args.no_validate, restart=args.restart)
@@ -67,8 +69,12 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/demo", help="output folder (index, run, evaluation)")
 
     def run(args: argparse.Namespace) -> int:
+        from ikatkit.pipelines.config import load_config
         from ikatkit.pipelines.demo import demo_config, run_demo
+        from ikatkit.pipelines.preflight import preflight
 
-        return run_demo(args.config or demo_config(), args.out)
+        config = args.config or demo_config()
+        preflight(load_config(config))
+        return run_demo(config, args.out)
 
     p.set_defaults(func=run)

@@ -41,7 +41,25 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_port(port: int) -> None:
+    """One error when 127.0.0.1:``port`` cannot be served (in use), before anything loads: bound as uvicorn binds it
+    (SO_REUSEADDR), then let go."""
+    import socket
+
+    from ikatkit.errors import IkatError
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise IkatError(f"cannot serve on 127.0.0.1:{port}: {err.strerror}", where="--port",
+                            fix=f"pass another --port, or stop what listens there (`ss -ltnp 'sport = :{port}'` "
+                                "names it; an earlier `ikatkit simulate`?)") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    check_port(args.port)
     import uvicorn
 
     from ikatkit.errors import IkatError

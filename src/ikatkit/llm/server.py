@@ -1,20 +1,60 @@
-"""A local llama.cpp server (llama-cpp-python) for a GGUF file: an OpenAI-compatible endpoint on loopback."""
+"""A local llama.cpp server (llama-cpp-python) for a GGUF file: an OpenAI-compatible endpoint on loopback.
+
+Before it is handed out the server must answer one tiny chat completion (a llama.cpp built for another CPU answers
+``/v1/models``, then dies on the first completion); while it runs, :func:`exit_report` tells a client whose
+connection failed whether the server died, with its exit code and the end of its log.
+"""
 
 from __future__ import annotations
 
+import json
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.util import find_spec
+from typing import IO
 
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
 from ikatkit.stopping import dies_with_us
+
+
+_STARTED: dict[str, tuple[subprocess.Popen, IO[str]]] = {}  # /v1 URL -> a server started here and its log
+
+
+def exit_report(url: str | None) -> str | None:
+    """For the server started here at ``url`` when it has exited: its exit code and the last lines of its log."""
+    started = _STARTED.get((url or "").rstrip("/"))
+    if started is None or started[0].poll() is None:
+        return None
+    process, log = started
+    code = process.returncode
+    name = f" ({signal.Signals(-code).name})" if code < 0 and -code in signal.valid_signals() else ""
+    log.seek(0)
+    tail = " / ".join(line.strip() for line in log.read().splitlines()[-4:] if line.strip())
+    return f"the llama.cpp server ikatkit started at {url} exited with code {code}{name}; its log ends: {tail}"
+
+
+def completion_problem(url: str, model: str = "local", timeout: float = 60.0) -> str | None:
+    """Why the OpenAI-compatible server at ``url`` cannot answer one tiny chat completion (None when it can;
+    an HTTP error under 500, e.g. an unknown model name, is the server's answer and counts as working)."""
+    body = {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}
+    request = urllib.request.Request(f"{url.rstrip('/')}/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json", "Authorization": "Bearer local"})
+    try:
+        urllib.request.urlopen(request, timeout=timeout).close()
+    except urllib.error.HTTPError as err:
+        return None if err.code < 500 else f"HTTP {err.code}"
+    except OSError as err:
+        return str(getattr(err, "reason", None) or err) or type(err).__name__
+    return None
 
 
 def free_port() -> int:
@@ -55,8 +95,16 @@ def llama_cpp_server(model: str, *, port: int | None = None, n_ctx: int = 2048, 
                     raise IkatError(f"llama.cpp server did not answer within {ready_timeout:.0f} s", where=url,
                                     fix="raise ready_timeout on a busy machine") from None
                 time.sleep(0.5)
+        _STARTED[url] = (process, log)
+        problem = completion_problem(url, timeout=ready_timeout)
+        if problem:
+            raise IkatError(f"the llama.cpp server answers /v1/models but not one tiny completion ({problem}); "
+                            + (exit_report(url) or "it still runs"), path=model,
+                            fix="rebuild llama-cpp-python for any x86-64 CPU: in a checkout "
+                                "`rm .venv/.setup-test && make setup-test` (docs/install.md, llama.cpp)")
         yield url
     finally:
+        _STARTED.pop(url, None)
         process.terminate()
         try:
             process.wait(timeout=30)

@@ -85,6 +85,12 @@ def load_records(path: str | Path, fmt: str | None = None) -> tuple[str, list[Re
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
+        if truncated(err):
+            raise IkatError("invalid JSON: the file looks truncated, it ends inside the value opened on line "
+                            f"{err.lineno}",
+                            path=path, where=f"line {err.lineno}, column {err.colno}",
+                            fix="write or copy the run again in full (an interrupted write or copy cuts files short)"
+                            ) from None
         raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {err.lineno}, column {err.colno}",
                         fix="official 2023/2024 runs are one JSON object; 2025 runs one JSON object per line") from None
     detected = _detect_json(data, path)
@@ -92,6 +98,11 @@ def load_records(path: str | Path, fmt: str | None = None) -> tuple[str, list[Re
         raise IkatError(f"the file looks like a {detected} run, not {fmt}", path=path,
                         fix=f"pass --format {detected}, or leave the format out to detect it")
     return fmt or detected, [("", data)]
+
+
+def truncated(err: json.JSONDecodeError) -> bool:
+    """Whether the JSON text ran out before its value was complete: a string never closed, or the error at the end."""
+    return err.msg.startswith("Unterminated string") or not err.doc[err.pos:].strip()
 
 
 def _first_json_line_is_turn(text: str) -> bool:
@@ -134,6 +145,14 @@ def _jsonl_records(text: str, path: Path) -> list[Record]:
     records = []
     for number, record in jsonl.records(text.splitlines()):
         if isinstance(record, jsonl.Invalid):
+            cause = record.__cause__
+            last = not "".join(text.splitlines()[number:]).strip()
+            if last and isinstance(cause, json.JSONDecodeError) and truncated(cause):
+                raise IkatError(f"invalid JSON: the file looks truncated, its last line ({number}) stops inside "
+                                "an object",
+                                path=path, where=f"line {number}",
+                                fix="write or copy the run again in full (an interrupted write or copy cuts files "
+                                    "short)")
             raise IkatError(jsonl.problem(record), path=path, where=f"line {number}",
                             fix="a 2025 run has one complete JSON object per line")
         records.append((f"line {number}", record))
