@@ -216,15 +216,16 @@ def _run_compare(args: argparse.Namespace) -> int:
                             responses=responses, **options)
         print(f"report: {path}")
         return 0
-    comparisons = {}
-    if qrels:
-        comparisons[""] = compare_runs(runs, qrels, **options)
-        if args.ptkb_qrels:
-            comparisons["ptkb_"] = compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})
-    if responses is not None:
-        comparisons["responses_"] = responses
     titles = {"": "", "ptkb_": "PTKB statement ranking\n", "responses_": "Responses\n"}
-    for prefix, comparison in comparisons.items():
+    steps = []
+    if qrels:
+        steps.append(("", lambda: compare_runs(runs, qrels, **options)))
+        if args.ptkb_qrels:
+            steps.append(("ptkb_", lambda: compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})))
+    if responses is not None:
+        steps.append(("responses_", lambda: responses))
+    for prefix, make in steps:  # each table printed before the next is computed: one that fails leaves the others
+        comparison = make()
         print(titles[prefix] + comparison.to_markdown() + "\n")
         if args.out:
             files = write_comparison(comparison, Path(args.out), prefix=prefix)

@@ -94,8 +94,8 @@ def _rows_html(rows: list[list[str]]) -> str:
 def _sources_html(comparison: Comparison, ptkb: Comparison | None) -> str:
     """What was compared: each run's file, the qrels, and the judged turns evaluated and missing per run."""
     rows = [["run", "file", "judged turns evaluated", "judged turns missing"]]
-    rows += [[name, comparison.sources.get(name, ""), str(len(r.evaluated)), str(len(r.missing))]
-             for name, r in comparison.results.items()]
+    rows += [[name, comparison.sources.get(name, ""), str(ranked), str(unranked)]
+             for name, (ranked, unranked) in comparison.coverage.items()]
     qrels = f"qrels: {comparison.qrels}" + (f"; PTKB qrels: {ptkb.qrels}" if ptkb is not None else "")
     return f"<h2>Runs</h2>{_rows_html(rows)}<p>{html.escape(qrels)}</p>"
 
