@@ -62,7 +62,17 @@ def _run_eval(args: argparse.Namespace) -> int:
         write_text(args.out, text)
     else:
         sys.stdout.write(text)
-    print(f"{len(result.evaluated)} judged turns evaluated, {len(result.missing)} judged turns missing from the run",
+    counts = f"{len(result.evaluated)} judged turns evaluated, "
+    if args.ptkb:
+        from ikatkit.evaluate.ptkb import ptkb_rankings
+
+        listed = ptkb_rankings(run)
+        empty = sum(q in listed for q in result.missing)
+        counts += (f"{empty} judged turns in the run with an empty PTKB provenance list, "
+                   f"{len(result.missing) - empty} judged turns not in the run")
+    else:
+        counts += f"{len(result.missing)} judged turns missing from the run"
+    print(counts + (" (scored 0: --missing zero)" if args.missing == "zero" and result.missing else ""),
           file=sys.stderr)
     return 0
 

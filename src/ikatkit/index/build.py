@@ -332,7 +332,7 @@ def build_index(inputs: Iterable[str | Path], out: str | Path, *, fmt: str = "au
             out.rmdir()
         os.replace(work / "index", out)
         write_json(out / MANIFEST, manifest)
-    print(f"indexed {stats.passages} passages from {stats.documents} documents "
+    print(f"indexed {stats.passages} passages from {stats.documents} input records "
           f"({stats.skipped} records skipped) in {manifest['seconds']} s -> {out}")
     if stats.skipped:
         shown = stats.problems[:SHOWN_PROBLEMS]
