@@ -87,8 +87,8 @@ class Comparison:
                 base = name == self.baseline
                 mark = "*" if not base and not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
                 extra = "" if base else f" ({row['wins']}/{row['ties']}/{row['losses']})"
-                cells += [f"{row['mean']:.4f}{mark}{extra}", _interval(row["ci_low"], row["ci_high"]),
-                          "" if base else f"{row['delta']:+.4f}", "" if base else _p(row["p_adjusted"])]
+                cells += [f"{row['mean']:.4f}{mark}{extra}", format_interval(row["ci_low"], row["ci_high"]),
+                          "" if base else f"{row['delta']:+.4f}", "" if base else format_p(row["p_adjusted"])]
             cells += [f"{self.judged[name][k]:.3f}" for k in depths]
             lines.append(cells)
         return lines
@@ -100,13 +100,14 @@ class Comparison:
         for row in self.pairs:
             mark = "*" if not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
             lines.append([row["run_a"], row["run_b"], row["measure"], f"{row['delta']:+.4f}{mark}",
-                          f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"]), _p(row["p_adjusted"])])
+                          f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"]), format_p(row["p_adjusted"])])
         return lines
 
     def note(self) -> str:
         return (f"`*` p < 0.05 against {self.baseline} ({self.test}, {self.correction} correction over all tests "
                 "of the table); (wins/ties/losses) per judged turn; 95% CI: Student-t interval of the mean"
-                + ("; judged@k: share of the top k judged (ir-measures Judged@k)." if self.judged else ".")
+                + ("; judged@k: share of the top k judged (ir-measures Judged@k) over the judged turns each run "
+                   "ranks." if self.judged else ".")
                 + " " + self.turns_note())
 
     def turns_note(self) -> str:
@@ -147,17 +148,19 @@ class Comparison:
 
     def to_latex(self) -> str:
         rows = self.table()
-        body = [" & ".join(c.replace("_", r"\_").replace("%", r"\%") for c in r) + r" \\" for r in rows]
+        body = [" & ".join(c.replace("_", r"\_").replace("%", r"\%").replace("<", "$<$") for c in r) + r" \\"
+                for r in rows]
         return "\n".join([r"\begin{tabular}{l" + "r" * (len(rows[0]) - 1) + "}", r"\toprule", body[0], r"\midrule",
                           *body[1:], r"\bottomrule", r"\end{tabular}"]) + "\n"
 
 
-def _interval(low: float, high: float) -> str:
+def format_interval(low: float, high: float) -> str:
     return "" if math.isnan(low) else f"[{low:.4f}, {high:.4f}]"
 
 
-def _p(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.4f}"
+def format_p(value: float) -> str:
+    """A p-value as papers print it: three decimals, ``< 0.001`` below that (the CSV keeps every digit)."""
+    return "" if math.isnan(value) else "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _markdown(rows: list[list[str]]) -> str:
