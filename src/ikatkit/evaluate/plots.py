@@ -59,7 +59,8 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
         for qid, values in result.per_query.items():
             if measure in values:
                 counts.setdefault(split_query_id(qid)[1], set()).add(qid)
-    positions = sorted(counts)
+    positions = list(range(min(counts), max(counts) + 1)) if counts else []  # a position without turns: a gap
+    counts = {t: counts.get(t, set()) for t in positions}
     for name, result in results.items():
         series = by_position(result, measure)
         solid = [series.get(t, math.nan) if len(counts[t]) >= MIN_LINE_TURNS else math.nan for t in positions]
@@ -67,7 +68,7 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
         few = [t for t in positions if t in series and len(counts[t]) < MIN_LINE_TURNS]
         ax.plot(few, [series[t] for t in few], marker="o", linestyle="none", markerfacecolor="none",
                 color=line.get_color())
-    ax.set_xticks(positions, [f"{t}\n{len(counts[t])}" for t in positions], fontsize=8)
+    ax.set_xticks(positions, [f"{t}\n{len(counts[t]) or '-'}" for t in positions], fontsize=8)
     ax.set(xlabel=f"turn position in the conversation; below it: judged turns averaged (hollow: fewer than "
                   f"{MIN_LINE_TURNS}, not joined)", ylabel=measure, title=plot_caption(measure, "per_turn", prefix))
     ax.grid(alpha=0.3)

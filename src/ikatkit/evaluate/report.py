@@ -85,10 +85,10 @@ def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = 
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>ikatkit report</title><style>"
             "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
             ".box{max-width:100%;overflow-x:auto}table{border-collapse:collapse;margin:0.5em 0}"
-            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-            "td:first-child,th:first-child,td.text{text-align:left;overflow-wrap:anywhere}"
-            "td.file{max-width:22em;overflow-wrap:anywhere;text-align:left}"
-            "figure{margin:1em 0}img{max-width:100%}figcaption{font-style:italic}"
+            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}"
+            "td:first-child,th:first-child,.text{text-align:left}"
+            ".wrap{max-width:24em;white-space:normal;overflow-wrap:anywhere;text-align:left}"
+            "th.wrap{overflow-wrap:normal}figure{margin:1em 0}img{max-width:100%}figcaption{font-style:italic}"
             "</style></head><body><h1>Run comparison</h1>" + "".join(sections) + "</body></html>")
     path = out / "report.html"
     write_text(path, page)
@@ -98,7 +98,8 @@ def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = 
 def _rows_html(rows: list[list[str]], classes: dict[int, str] | None = None) -> str:
     """A table in a box that scrolls sideways rather than spill out of the page (``classes``: column -> class)."""
     classes = classes or {}
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+    head = "".join(f"<th{f' class={classes[i]}' if i in classes else ''}>{html.escape(c)}</th>"
+                   for i, c in enumerate(rows[0]))
     body = "".join("<tr>" + "".join(f"<td{f' class={classes[i]}' if i in classes else ''}>{html.escape(c)}</td>"
                                     for i, c in enumerate(r)) + "</tr>" for r in rows[1:])
     return f"<div class=box><table><tr>{head}</tr>{body}</table></div>"
@@ -134,7 +135,7 @@ def _sources_html(runs: dict[str, Any], comparison: Comparison, ptkb: Comparison
         rows.append([name, kind, description, comparison.sources.get(name, ""), str(ranked), str(unranked),
                      *(f"{comparison.judged[name][k]:.3f}" for k in depths)])
     qrels = f"qrels: {comparison.qrels}" + (f"; PTKB qrels: {ptkb.qrels}" if ptkb is not None else "")
-    return (f"<h2>Runs</h2>{_rows_html(rows, {1: 'text', 2: 'text', 3: 'file'})}<p>{html.escape(qrels)}</p>"
+    return (f"<h2>Runs</h2>{_rows_html(rows, {1: 'text', 2: 'wrap', 3: 'wrap'})}<p>{html.escape(qrels)}</p>"
             "<p>judged@k: share of a run's top k passages that are judged, over the judged turns it ranks.</p>")
 
 
@@ -156,4 +157,4 @@ def _long_rows(comparison: Comparison) -> list[list[str]]:
 def _table_html(title: str, comparison: Comparison) -> str:
     note = html.escape(comparison.note().replace("`", "").replace("; judged@k", ". judged@k"))
     pairs = f"<h3>All pairs</h3>{_rows_html(comparison.pairs_table())}" if comparison.pairs else ""
-    return f"<h2>{html.escape(title)}</h2>{_rows_html(_long_rows(comparison))}<p>{note}</p>{pairs}"
+    return f"<h2>{html.escape(title)}</h2>{_rows_html(_long_rows(comparison), {1: 'text'})}<p>{note}</p>{pairs}"
