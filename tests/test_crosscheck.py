@@ -328,7 +328,8 @@ def test_compare_with_missing_zero_and_wilcoxon(runs):
         y = np.array([per_turn[want["run"]].get(q, {}).get(want["measure"], 0.0) for q in sorted(runs.qrels)])
         p = math.nan if not np.any(y - x) else float(stats.wilcoxon(y, x).pvalue)
         assert got["p"] == pytest.approx(p, rel=1e-9, nan_ok=True)
-        assert (got["mean"], got["delta"], got["turns"]) == pytest.approx((want["mean"], want["delta"], len(runs.qrels)))
+        assert (got["mean"], got["delta"], got["turns"]) == pytest.approx(
+            (want["mean"], want["delta"], len(runs.qrels)))
 
 
 def test_breakdowns_per_turn_position_and_conversation(runs, compared):
@@ -336,7 +337,8 @@ def test_breakdowns_per_turn_position_and_conversation(runs, compared):
     out, _ = compared
     per_turn = {n: trec_eval(runs.qrels, runs.rankings[n], TRACK) for n in runs.rankings}
     common = sorted(set(per_turn["manual"]) & set(per_turn["automatic"]))
-    for kind, group in (("per_turn", lambda q: q.rsplit("_", 1)[1]), ("per_conversation", lambda q: q.rsplit("_", 1)[0])):
+    for kind, group in (("per_turn", lambda q: q.rsplit("_", 1)[1]),
+                        ("per_conversation", lambda q: q.rsplit("_", 1)[0])):
         rows = list(csv.DictReader(open(out / f"{kind}.csv")))
         assert len(rows) == len({group(q) for q in common}) * len(TRACK)
         for row in rows:
@@ -422,7 +424,8 @@ def test_one_figure_reads_the_same_everywhere(runs, compared, reported):
         r[:2] == ["automatic", "nDCG@5"] for r in t))
     header = table[0]
     cells = dict(zip(header, next(r for r in table if r[:2] == ["automatic", "nDCG@5"])))
-    assert cells["mean"].rstrip("*") == mean and cells["95% CI"] == ci and cells["delta"] == delta and cells["p (holm)"] == p
+    assert cells["mean"].rstrip("*") == mean and cells["95% CI"] == ci
+    assert cells["delta"] == delta and cells["p (holm)"] == p
     assert cells["wins/ties/losses"] == wtl and cells["turns"] == str(want["turns"])
     runs_table = page.tables[0]
     automatic = dict(zip(runs_table[0], next(r for r in runs_table if r[0] == "automatic")))

@@ -231,7 +231,8 @@ def _run_compare(args: argparse.Namespace) -> int:
     if qrels:
         steps.append(("", lambda: compare_runs(runs, qrels, **options)))
         if args.ptkb_qrels:
-            steps.append(("ptkb_", lambda: compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})))
+            steps.append(("ptkb_", lambda: compare_ptkb(runs, args.ptkb_qrels, topics,
+                                                        **{**options, "measures": None})))
     if responses is not None:
         steps.append(("responses_", lambda: responses))
     for prefix, make in steps:  # each table printed before the next is computed: one that fails leaves the others

@@ -100,7 +100,8 @@ class Comparison:
         for row in self.pairs:
             mark = "*" if not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
             lines.append([row["run_a"], row["run_b"], row["measure"], f"{row['delta']:+.4f}{mark}",
-                          f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"]), format_p(row["p_adjusted"])])
+                          f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"]),
+                          format_p(row["p_adjusted"])])
         return lines
 
     def note(self) -> str:

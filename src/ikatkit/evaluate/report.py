@@ -148,7 +148,8 @@ def _long_rows(comparison: Comparison) -> list[list[str]]:
         for row in (r for r in comparison.rows if r["measure"] == measure):
             base = row["run"] == comparison.baseline
             mark = "*" if not base and not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
-            rows.append([row["run"], measure, f"{row['mean']:.4f}{mark}", format_interval(row["ci_low"], row["ci_high"]),
+            rows.append([row["run"], measure, f"{row['mean']:.4f}{mark}",
+                         format_interval(row["ci_low"], row["ci_high"]),
                          "" if base else f"{row['delta']:+.4f}", "" if base else format_p(row["p_adjusted"]),
                          "" if base else f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"])])
     return rows
