@@ -214,3 +214,80 @@ def test_compare_and_report_commands_with_ptkb(runs, data, tmp_path, capsys):
     assert "PTKB statement ranking" in page and "<td>automatic</td>" in page
     assert main(["compare", *common, "--baseline", "nobody"]) == 2
     assert "baseline 'nobody' is not among the runs" in capsys.readouterr().err
+
+
+def _ptkb_run(topics, name: str, order) -> Run:
+    """A 2023 run: each turn's passages its provenance, its PTKB provenance the keys ``order(turn, ptkb)`` gives."""
+    turns = []
+    for turn in topics:
+        ptkb = topics.conversation_of(turn.qid).ptkb
+        keys = order(turn, list(ptkb))
+        passages = [PassageRef(pid, 10.0 - i) for i, pid in enumerate(dict.fromkeys(turn.response_provenance))]
+        refs = [PtkbRef(k, 1.0 - 0.01 * i, ptkb[k]) for i, k in enumerate(keys)]
+        turns.append(TurnResult(turn.qid, [Response(1, "a response", passages or [PassageRef("x:0", 1.0)], refs)]))
+    return Run(name, "automatic" if name == "automatic" else "manual", turns, 2023, "uva")
+
+
+def test_compare_delta_test_and_wins_are_about_the_same_turns(ikat2023, tmp_path, capsys):
+    """Issue 38: a manual run copying the gold PTKB (empty on 59 of the 98 NIST-judged turns) against an automatic
+    run ranking the whole PTKB every turn. With --missing skip every figure of the PTKB table is over the 39 turns
+    both rank; with --missing zero over all 98: the delta is the mean paired difference of the turns the test and
+    the wins/ties/losses count, recomputed here with pytrec_eval, and the legend says how many turns each run ranks."""
+    import numpy as np
+    import pytrec_eval
+    from scipy import stats
+
+    topics = load_topics(ikat2023 / "test_topics.json")
+    manual = _ptkb_run(topics, "manual", lambda turn, keys: list(turn.ptkb_provenance))
+    automatic = _ptkb_run(topics, "automatic", lambda turn, keys: keys[::-1])
+    paths = {}
+    for run in (manual, automatic):
+        paths[run.run_name] = tmp_path / f"{run.run_name}.json"
+        write_run(run, paths[run.run_name], "2023")
+    qrels = load_qrels(ikat2023 / "ptkb_qrels.nist.txt")
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.5"})
+    scores = {}
+    for run in (manual, automatic):
+        ranked = {t.turn_id: {p.key: p.score for p in t.responses[0].ptkb} for t in run.turns
+                  if t.turn_id in qrels and t.responses[0].ptkb}
+        scores[run.run_name] = {q: v["ndcg_cut_5"] for q, v in evaluator.evaluate(ranked).items()}
+    assert (len(scores["manual"]), len(scores["automatic"]), len(qrels)) == (39, 98, 98)
+    for missing in ("skip", "zero"):
+        turns = sorted(scores["manual"]) if missing == "skip" else sorted(qrels)
+        x = np.array([scores["manual"].get(q, 0.0) for q in turns])
+        y = np.array([scores["automatic"].get(q, 0.0) for q in turns])
+        out = tmp_path / missing
+        assert main(["compare", *(f"{n}={p}" for n, p in paths.items()), "--qrels", str(ikat2023 / "qrels.txt"),
+                     "--ptkb-qrels", str(ikat2023 / "ptkb_qrels.nist.txt"), "--missing", missing,
+                     "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        rows = {(r["run"], r["measure"]): r for r in csv.DictReader(open(out / "ptkb_comparison.csv"))}
+        row = rows[("automatic", "nDCG@5")]
+        assert float(row["delta"]) == pytest.approx((y - x).mean(), abs=1e-12)
+        assert float(rows[("manual", "nDCG@5")]["mean"]) == pytest.approx(x.mean(), abs=1e-12)
+        assert float(row["mean"]) == pytest.approx(y.mean(), abs=1e-12)
+        assert float(row["p"]) == pytest.approx(stats.ttest_rel(y, x).pvalue, rel=1e-9)
+        assert (int(row["wins"]), int(row["ties"]), int(row["losses"])) == (
+            int((y > x).sum()), int((y == x).sum()), int((y < x).sum()))
+        assert int(row["turns"]) == len(turns)
+        legend = printed.split("PTKB statement ranking")[1]
+        assert f"over the {len(turns)} judged turns" in legend
+        assert "manual ranks 39 of the 98 judged turns (59 unranked)" in legend
+        assert "automatic ranks 98 of the 98 judged turns (0 unranked)" in legend
+
+
+def test_compare_names_a_run_without_ptkb_and_keeps_the_passage_tables(ikat2023, tmp_path, capsys):
+    """A run with no PTKB provenance at all is left out of the PTKB table only, named there."""
+    topics = load_topics(ikat2023 / "test_topics.json")
+    paths = {}
+    for run in (_ptkb_run(topics, "manual", lambda turn, keys: list(turn.ptkb_provenance)),
+                _ptkb_run(topics, "bare", lambda turn, keys: [])):
+        paths[run.run_name] = tmp_path / f"{run.run_name}.json"
+        write_run(run, paths[run.run_name], "2023")
+    assert main(["compare", *(f"{n}={p}" for n, p in paths.items()), "--qrels", str(ikat2023 / "qrels.txt"),
+                 "--ptkb-qrels", str(ikat2023 / "ptkb_qrels.nist.txt")]) == 0
+    printed = capsys.readouterr().out
+    passages, ptkb = printed.split("PTKB statement ranking")
+    assert "| bare |" in passages and "| manual |" in passages
+    assert "| bare |" not in ptkb and "| manual |" in ptkb
+    assert "bare: no PTKB provenance on any of the 98 judged turns (left out of this table)" in ptkb

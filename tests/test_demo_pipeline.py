@@ -147,10 +147,10 @@ def test_the_turn_shown_is_the_median_of_those_the_guards_passed(demo_dir):
     records[3].rejected = {"respond": "It hurts. It hurts. It hurts."}  # 0.2, cut: the model's own, kept
     records[3].notes = ["response repeats a sentence: cut before the loop"]
     shown, why = representative_turn(records, scores)
-    # kept: 0.9 0.5 0.2 0.7 0.5 0.3 0.1 0.6 0.4 0.8 -> sorted 0.1 0.2 0.3 0.4 0.5 0.5 ...: the lower median 0.5,
-    # the first such in topic order (demo-1_3)
-    assert shown.qid == "demo-1_3" and "median nDCG@3 (0.5000)" in why and "10 judged turns" in why
-    records[3].notes = ["response repeats a sentence: top passage used"]  # a fallback now: 9 kept,
+    # passed as written (the cut demo-1_4 left out too): 0.9 0.5 0.7 0.5 0.3 0.1 0.6 0.4 0.8 -> sorted 0.1 0.3 0.4
+    # 0.5 0.5 ...: the lower median is the 5th, the second 0.5 in topic order (demo-1_6)
+    assert shown.qid == "demo-1_6" and "median nDCG@3 (0.5000)" in why and "9 judged turns" in why
+    records[3].notes = ["response repeats a sentence: top passage used"]  # a fallback now: the same 9 kept,
     assert representative_turn(records, scores)[0].qid == "demo-1_6"  # 0.1 0.3 0.4 0.5 0.5: the 5th, the 2nd 0.5
     records[0].rejected = {"respond": "x"}  # 0.9 out: 8 kept (0.1 0.3 0.4 0.5 0.5 0.6 0.7 0.8), lower median 0.5
     assert representative_turn(records, scores)[0].qid == "demo-1_3"

@@ -60,3 +60,29 @@ def test_ptkb_gold_ranking_is_perfect_against_organizers_labels(ikat2023):
     result = evaluate_ptkb(gold, ikat2023 / "ptkb_qrels.organizers.txt")
     assert len(result.evaluated) == 112
     assert result.mean["nDCG@5"] == pytest.approx(1.0) and result.mean["AP"] == pytest.approx(1.0)
+
+
+def test_wrong_inputs_are_named_not_scored_zero(ikat2023, caplog):
+    """PTKB qrels given to passage evaluation (and the reverse), another year's turn ids: one error each, with the
+    likely fix; a run whose top 10 is barely judged: a warning with the share."""
+    run = json.loads((ikat2023 / "reference_run" / "splade_deberta_run.json").read_text())
+    with pytest.raises(IkatError, match=r"no id the run ranks on its 98 judged turns occurs .* these look like PTKB "
+                                        r"qrels .*use `ikatkit eval-ptkb`"):
+        evaluate(run, ikat2023 / "ptkb_qrels.nist.txt")
+    ptkb = {qid: {"1": 2.0, "2": 1.0} for qid in run}
+    with pytest.raises(IkatError, match="these look like passage qrels"):
+        evaluate(ptkb, ikat2023 / "qrels.txt")
+    shifted = {f"2024-{qid}": docs for qid, docs in run.items()}  # turn ids of no 2023 conversation
+    first = next(iter(shifted))
+    with pytest.raises(IkatError, match=rf"none of its {len(run)} turn ids ranking something \(e.g. '{first}'.*\) is "
+                                        r"among the qrels' turn ids \(e.g. '9-1_3'"):
+        evaluate(shifted, ikat2023 / "qrels.txt")
+    qrels = load_qrels(ikat2023 / "qrels.txt")
+    judged = sorted(qrels)
+    sparse = {q: dict([(next(iter(qrels[q])), 100.0)] + [(f"x:{i}", 99.0 - i) for i in range(99)])
+              for q in judged[:3]}
+    sparse.update({q: {f"x:{i}": 99.0 - i for i in range(99)} | {next(iter(qrels[q])): 0.5} for q in judged[3:]})
+    with caplog.at_level("WARNING"):
+        evaluate(sparse, qrels, ["nDCG@5"])
+    share = 3 / (10 * len(judged))  # 3 judged ids in the top 10 of the 176 judged turns
+    assert f"only {100 * share:.1f}% of the run's top-10 ids on its 176 judged turns are judged" in caplog.text

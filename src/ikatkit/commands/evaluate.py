@@ -70,7 +70,17 @@ def _run_eval(args: argparse.Namespace) -> int:
         write_text(args.out, text)
     else:
         sys.stdout.write(text)
-    print(f"{len(result.evaluated)} judged turns evaluated, {len(result.missing)} judged turns missing from the run",
+    counts = f"{len(result.evaluated)} judged turns evaluated, "
+    if args.ptkb:
+        from ikatkit.evaluate.ptkb import ptkb_rankings
+
+        listed = ptkb_rankings(run)
+        empty = sum(q in listed for q in result.missing)
+        counts += (f"{empty} judged turns in the run with an empty PTKB provenance list, "
+                   f"{len(result.missing) - empty} judged turns not in the run")
+    else:
+        counts += f"{len(result.missing)} judged turns missing from the run"
+    print(counts + (" (scored 0: --missing zero)" if args.missing == "zero" and result.missing else ""),
           file=sys.stderr)
     return 0
 
@@ -256,15 +266,17 @@ def _run_compare(args: argparse.Namespace) -> int:
                             responses=responses, **options)
         print(f"report: {path}")
         return 0
-    comparisons = {}
-    if qrels:
-        comparisons[""] = compare_runs(runs, qrels, **options)
-        if args.ptkb_qrels:
-            comparisons["ptkb_"] = compare_ptkb(runs, args.ptkb_qrels, topics, **{**options, "measures": None})
-    if responses is not None:
-        comparisons["responses_"] = responses
     titles = {"": "", "ptkb_": "PTKB statement ranking\n", "responses_": "Responses\n"}
-    for prefix, comparison in comparisons.items():
+    steps = []
+    if qrels:
+        steps.append(("", lambda: compare_runs(runs, qrels, **options)))
+        if args.ptkb_qrels:
+            steps.append(("ptkb_", lambda: compare_ptkb(runs, args.ptkb_qrels, topics,
+                                                        **{**options, "measures": None})))
+    if responses is not None:
+        steps.append(("responses_", lambda: responses))
+    for prefix, make in steps:  # each table printed before the next is computed: one that fails leaves the others
+        comparison = make()
         print(titles[prefix] + comparison.to_markdown() + "\n")
         if args.out:
             files = write_comparison(comparison, Path(args.out), prefix=prefix)

@@ -65,6 +65,10 @@ class Comparison:
     pairs: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
     qrels: str = ""
+    missing: str = "skip"
+    coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
+    turns: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def _row(self, name: str, measure: str) -> dict[str, Any]:
         return next(r for r in self.rows if r["run"] == name and r["measure"] == measure)
@@ -83,8 +87,8 @@ class Comparison:
                 base = name == self.baseline
                 mark = "*" if not base and not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
                 extra = "" if base else f" ({row['wins']}/{row['ties']}/{row['losses']})"
-                cells += [f"{row['mean']:.4f}{mark}{extra}", _interval(row["ci_low"], row["ci_high"]),
-                          "" if base else f"{row['delta']:+.4f}", "" if base else _p(row["p_adjusted"])]
+                cells += [f"{row['mean']:.4f}{mark}{extra}", format_interval(row["ci_low"], row["ci_high"]),
+                          "" if base else f"{row['delta']:+.4f}", "" if base else format_p(row["p_adjusted"])]
             cells += [f"{self.judged[name][k]:.3f}" for k in depths]
             lines.append(cells)
         return lines
@@ -96,14 +100,32 @@ class Comparison:
         for row in self.pairs:
             mark = "*" if not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
             lines.append([row["run_a"], row["run_b"], row["measure"], f"{row['delta']:+.4f}{mark}",
-                          f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"]), _p(row["p_adjusted"])])
+                          f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"]),
+                          format_p(row["p_adjusted"])])
         return lines
 
     def note(self) -> str:
         return (f"`*` p < 0.05 against {self.baseline} ({self.test}, {self.correction} correction over all tests "
-                "of the table); (wins/ties/losses) per judged turn; 95% CI: Student-t interval of the mean over "
-                "the evaluated turns" + ("; judged@k: share of the top k judged (ir-measures Judged@k)."
-                                          if self.judged else "."))
+                "of the table); (wins/ties/losses) per judged turn; 95% CI: Student-t interval of the mean"
+                + ("; judged@k: share of the top k judged (ir-measures Judged@k) over the judged turns each run "
+                   "ranks." if self.judged else ".")
+                + " " + self.turns_note())
+
+    def turns_note(self) -> str:
+        """Which turns every figure is about (the ``--missing`` rule) and how many turns each run ranks."""
+        counts = sorted(set(self.turns.values()))
+        over = (f"{counts[0]}" if len(counts) == 1 else
+                "; ".join(f"{m}: {n}" for m, n in self.turns.items()) + " (per measure)")
+        verb = "ranks" if self.judged else "answers"
+        rule = (f"every judged turn, a turn a run does not {verb[:-1]} scored 0 (--missing zero)"
+                if self.missing == "zero" else
+                f"the turns every run {verb} (--missing skip; --missing zero scores the others 0)")
+        text = (f"Means, intervals, deltas, tests and wins/ties/losses are over the {over} judged turns: {rule}; "
+                + ", ".join(f"{name} {verb} {ranked} of the {ranked + unranked} judged turns ({unranked} unranked)"
+                            for name, (ranked, unranked) in self.coverage.items()) + ".")
+        if self.left_out:
+            text += " Not in this table: " + "; ".join(f"{n}: {why}" for n, why in self.left_out.items()) + "."
+        return text
 
     def to_markdown(self) -> str:
         text = [_markdown(self.table()), "", self.note()]
@@ -127,17 +149,19 @@ class Comparison:
 
     def to_latex(self) -> str:
         rows = self.table()
-        body = [" & ".join(c.replace("_", r"\_").replace("%", r"\%") for c in r) + r" \\" for r in rows]
+        body = [" & ".join(c.replace("_", r"\_").replace("%", r"\%").replace("<", "$<$") for c in r) + r" \\"
+                for r in rows]
         return "\n".join([r"\begin{tabular}{l" + "r" * (len(rows[0]) - 1) + "}", r"\toprule", body[0], r"\midrule",
                           *body[1:], r"\bottomrule", r"\end{tabular}"]) + "\n"
 
 
-def _interval(low: float, high: float) -> str:
+def format_interval(low: float, high: float) -> str:
     return "" if math.isnan(low) else f"[{low:.4f}, {high:.4f}]"
 
 
-def _p(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.4f}"
+def format_p(value: float) -> str:
+    """A p-value as papers print it: three decimals, ``< 0.001`` below that (the CSV keeps every digit)."""
+    return "" if math.isnan(value) else "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _markdown(rows: list[list[str]]) -> str:
@@ -145,62 +169,96 @@ def _markdown(rows: list[list[str]]) -> str:
     return "\n".join(text + ["| " + " | ".join(r) + " |" for r in rows[1:]])
 
 
-def _paired(a: EvalResult, b: EvalResult, measure: str, test: str) -> dict[str, Any]:
-    """Delta of ``b`` over ``a``; on their common turns the paired p-value (nan where they never differ, as for
-    a run against itself) and the wins/ties/losses of ``b``."""
-    common = sorted(q for q in set(a.per_query) & set(b.per_query)
-                    if measure in a.per_query[q] and measure in b.per_query[q])
-    x = [a.per_query[q][measure] for q in common]
-    y = [b.per_query[q][measure] for q in common]
-    return {"delta": b.mean[measure] - a.mean[measure], "p": paired_test(x, y, test),
+def _paired(a: dict[str, float], b: dict[str, float], turns: list[str], test: str) -> dict[str, Any]:
+    """Delta of ``b`` over ``a`` (the mean paired difference), the paired p-value (nan where they never differ, as
+    for a run against itself) and the wins/ties/losses of ``b``, all over ``turns``."""
+    x = [a[q] for q in turns]
+    y = [b[q] for q in turns]
+    delta = sum(v - u for u, v in zip(x, y)) / len(turns) if turns else math.nan
+    return {"delta": delta, "p": paired_test(x, y, test),
             "wins": sum(v > u for u, v in zip(x, y)), "ties": sum(v == u for u, v in zip(x, y)),
-            "losses": sum(v < u for u, v in zip(x, y)), "turns": len(common)}
+            "losses": sum(v < u for u, v in zip(x, y)), "turns": len(turns)}
 
 
 def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str | None = None,
                  measures: list[str] | None = None, test: str = "ttest", correction: str = "holm",
                  missing: str = "skip", all_pairs: bool = False) -> Comparison:
-    """Evaluate every run and test each against ``baseline`` (default: the first) on their common judged turns;
-    ``missing="zero"`` scores the judged turns a run lacks as 0, so every run is tested on all judged turns.
+    """Evaluate every run and test each against ``baseline`` (default: the first). ``missing="skip"``: every figure
+    is over the judged turns every run ranks; ``"zero"``: over all judged turns, those a run lacks scored 0.
     ``all_pairs`` also tests every pair of runs (corrected over all those tests)."""
     qrels_name = "" if isinstance(qrels, dict) else str(qrels)
     qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
     measures = list(measures or TRACK_MEASURES)
     rankings = {name: rankings_of(run) for name, run in runs.items()}
-    results = {name: evaluate(r, qrels, measures, missing=missing) for name, r in rankings.items()}
+    results = {}
+    for name, ranking in rankings.items():
+        try:
+            results[name] = evaluate(ranking, qrels, measures, missing=missing)
+        except IkatError as err:
+            raise IkatError(f"run {name!r}: {err.message}", path=err.path, where=err.where, fix=err.fix) from None
     baseline = baseline or next(iter(runs))
     if baseline not in runs:
         raise IkatError(f"baseline {baseline!r} is not among the runs {list(runs)}", where="--baseline",
                         fix="name one of the compared runs (NAME=PATH sets a run's name)")
     judged = {name: judged_fractions(r, qrels) for name, r in rankings.items()}
-    return _compare(results, measures, baseline, test, correction, judged, all_pairs, _sources(runs), qrels_name)
+    return _compare(results, measures, baseline, test, correction, judged, all_pairs, _sources(runs), qrels_name,
+                    missing)
+
+
+def _common_turns(results: dict[str, EvalResult], measure: str) -> list[str]:
+    """The turns every run has a value of ``measure`` for, in the first run's order."""
+    first, *others = results.values()
+    return [q for q, values in first.per_query.items()
+            if measure in values and all(measure in r.per_query.get(q, {}) for r in others)]
+
+
+def _on_turns(result: EvalResult, turns: dict[str, list[str]]) -> EvalResult:
+    """``result`` restricted to ``turns`` per measure: its means, per-turn values and turn lists recomputed."""
+    keep = {m: set(t) for m, t in turns.items()}
+    per_query = {q: {m: v for m, v in values.items() if q in keep.get(m, ())} for q, values in result.per_query.items()}
+    per_query = {q: values for q, values in per_query.items() if values}
+    mean = {m: sum(result.per_query[q][m] for q in t) / len(t) for m, t in turns.items()}
+    evaluated = [q for q in result.evaluated if q in per_query]
+    return EvalResult(mean, per_query, evaluated, [q for q in result.missing + result.evaluated if q not in per_query],
+                      result.info)
 
 
 def _compare(results: dict[str, EvalResult], measures: list[str], baseline: str, test: str, correction: str,
              judged: dict[str, dict[int, float]], all_pairs: bool = False, sources: dict[str, str] | None = None,
-             qrels_name: str = "") -> Comparison:
+             qrels_name: str = "", missing: str = "skip", left_out: dict[str, str] | None = None) -> Comparison:
     """Paired tests of every run against ``baseline`` (and of every pair, with ``all_pairs``), per measure on the
-    turns both runs have a value for."""
+    turns every run has a value for: with ``missing="zero"`` the results hold every judged turn already."""
+    turns = {m: _common_turns(results, m) for m in measures}
+    empty = [m for m, t in turns.items() if not t]
+    if empty:
+        raise IkatError(f"no judged turn has a value of {empty[0]} in every run ({', '.join(results)})",
+                        where="compare", fix="--missing zero scores the turns a run lacks as 0")
+    coverage = {name: (len(r.evaluated), len(set(r.missing) - set(r.evaluated))) for name, r in results.items()}
+    shared = {name: _on_turns(r, turns) for name, r in results.items()}
     rows: list[dict[str, Any]] = []
-    for name, result in results.items():
+    for name, result in shared.items():
         for measure in measures:
-            low, high = confidence_interval([v[measure] for v in result.per_query.values() if measure in v])
-            paired = _paired(results[baseline], result, measure, test)
+            values = {q: v[measure] for q, v in result.per_query.items() if measure in v}
+            low, high = confidence_interval([values[q] for q in turns[measure]])
+            base = {q: v[measure] for q, v in shared[baseline].per_query.items() if measure in v}
             rows.append({"run": name, "measure": measure, "mean": result.mean[measure], "ci_low": low,
-                         "ci_high": high, **paired, "evaluated": len(result.evaluated),
-                         "missing": len(result.missing)})
+                         "ci_high": high, **_paired(base, values, turns[measure], test),
+                         "evaluated": coverage[name][0], "missing": coverage[name][1]})
     for row, adjusted in zip(rows, correct([r["p"] for r in rows], correction)):
         row["p_adjusted"] = adjusted
     pairs: list[dict[str, Any]] = []
     if all_pairs:
-        names = list(results)
+        names = list(shared)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                pairs += [{"run_a": a, "run_b": b, "measure": m, **_paired(results[a], results[b], m, test)}
-                          for m in measures]
+                for m in measures:
+                    x = {q: v[m] for q, v in shared[a].per_query.items() if m in v}
+                    y = {q: v[m] for q, v in shared[b].per_query.items() if m in v}
+                    pairs.append({"run_a": a, "run_b": b, "measure": m, **_paired(x, y, turns[m], test)})
         for row, adjusted in zip(pairs, correct([r["p"] for r in pairs], correction)):
             row["p_adjusted"] = adjusted
-    return Comparison(baseline, measures, results, rows, judged, test, correction, pairs, sources or {}, qrels_name)
+    return Comparison(baseline, measures, shared, rows, judged, test, correction, pairs, sources or {}, qrels_name,
+                      missing, coverage, {m: len(t) for m, t in turns.items()}, left_out or {})
 
 
 def compare_responses(runs: Any, baseline: str | None = None, measures: list[str] | None = None,
@@ -216,19 +274,33 @@ def compare_responses(runs: Any, baseline: str | None = None, measures: list[str
         raise IkatError(f"baseline {baseline!r} is not among the runs {list(results)}", where="--baseline",
                         fix="name one of the compared runs (NAME=PATH sets a run's name)")
     sources = _sources(runs) if isinstance(runs, dict) else {}
-    return _compare(results, list(results[baseline].mean), baseline, test, correction, {}, all_pairs, sources)
+    return _compare(results, list(results[baseline].mean), baseline, test, correction, {}, all_pairs, sources,
+                    missing=options.get("missing", "skip"))
 
 
 def compare_ptkb(runs: dict[str, Run | str | Path], ptkb_qrels: Qrels | str | Path, topics: Topics | None = None,
                  **options: Any) -> Comparison:
-    """The runs' PTKB provenance rankings compared like passage rankings (``topics`` maps 2025 texts to keys)."""
+    """The runs' PTKB provenance rankings compared like passage rankings (``topics`` maps 2025 texts to keys).
+    A run with no PTKB provenance on any judged turn is left out of this comparison and named in its note (the
+    baseline then is the first run left)."""
     from ikatkit.runs.io import read_run
 
+    qrels_name = "" if isinstance(ptkb_qrels, dict) else str(ptkb_qrels)
+    qrels = ptkb_qrels if isinstance(ptkb_qrels, dict) else load_qrels(ptkb_qrels)
     rankings = {name: ptkb_rankings(run if isinstance(run, Run) else read_run(run, topics=topics))
                 for name, run in runs.items()}
-    comparison = compare_runs(rankings, ptkb_qrels, measures=list(options.pop("measures", None) or PTKB_MEASURES),
-                              **options)
-    comparison.sources = _sources(runs)
+    left_out = {name: f"no PTKB provenance on any of the {len(qrels)} judged turns (left out of this table)"
+                for name, ranking in rankings.items() if not any(ranking.get(q) for q in qrels)}
+    kept = {name: ranking for name, ranking in rankings.items() if name not in left_out}
+    if not kept:
+        raise IkatError(f"no run has PTKB provenance on any of the {len(qrels)} turns of the PTKB qrels "
+                        f"({', '.join(runs)})", path=qrels_name or None,
+                        fix="pass runs that rank PTKB statements, the PTKB qrels of their year (and --topics for 2025)")
+    if options.get("baseline") in left_out:
+        options["baseline"] = None
+    comparison = compare_runs(kept, qrels, measures=list(options.pop("measures", None) or PTKB_MEASURES), **options)
+    comparison.sources = {name: path for name, path in _sources(runs).items() if name in kept}
+    comparison.qrels, comparison.left_out = qrels_name, left_out
     return comparison
 
 

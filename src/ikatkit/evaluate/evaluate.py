@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -14,7 +15,10 @@ from ikatkit.evaluate.measures import TRACK_MEASURES, TREC_EVAL_CUTS, parse_meas
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.runs.model import Run
 
+log = logging.getLogger(__name__)
+
 Rankings = dict[str, dict[str, float]]
+LOW_OVERLAP = 0.05  # below this share of judged top-10 passages, evaluation warns: another collection or kind
 
 
 @dataclass
@@ -55,6 +59,41 @@ def rankings_of(run: Run | Rankings | str | Path) -> Rankings:
 
     return read_run(run).trec_ranking()
 
+def _looks_like_ptkb(ids: set[str]) -> bool:
+    """PTKB keys are small integers; passage ids are ``doc_id:passage_no``."""
+    return bool(ids) and all(i.isdigit() for i in ids)
+
+
+def check_overlap(rankings: Rankings, qrels: Qrels, evaluated: list[str]) -> None:
+    """One clear error where the run and the qrels cannot be about the same turns and ids (another year, or PTKB
+    qrels given for passages and the reverse), naming both and the likely fix; a warning with the share where
+    fewer than ``LOW_OVERLAP`` of the run's top-10 ids on the judged turns are judged."""
+    if not evaluated:
+        ranked = [q for q in rankings if rankings[q]]
+        shown = ", ".join(repr(q) for q in ranked[:2]) or "none"
+        raise IkatError(f"the run ranks nothing for any of the {len(qrels)} judged turns: none of its "
+                        f"{len(ranked)} turn ids ranking something (e.g. {shown}) is among the qrels' turn ids "
+                        f"(e.g. {', '.join(repr(q) for q in list(qrels)[:2])})",
+                        fix="pass the qrels of the run's year and topics (turn ids must match)")
+    run_ids = {d for q in evaluated for d in rankings[q]}
+    qrels_ids = {d for q in evaluated for d in qrels[q]}
+    if not run_ids & qrels_ids:
+        if _looks_like_ptkb(qrels_ids) and not _looks_like_ptkb(run_ids):
+            fix = "these look like PTKB qrels (ids such as '3'): use `ikatkit eval-ptkb` with them, or pass the " \
+                  "passage qrels (e.g. 2023 qrels.txt)"
+        elif _looks_like_ptkb(run_ids) and not _looks_like_ptkb(qrels_ids):
+            fix = "these look like passage qrels: PTKB rankings go with PTKB qrels (e.g. 2023 ptkb_qrels.nist.txt)"
+        else:
+            fix = "pass the qrels of the run's collection and year"
+        raise IkatError(f"no id the run ranks on its {len(evaluated)} judged turns occurs in the qrels of those "
+                        f"turns (run: e.g. {sorted(run_ids)[0]!r}; qrels: e.g. {sorted(qrels_ids)[0]!r})", fix=fix)
+    top = [(q, d) for q in evaluated for d in islice(sorted(rankings[q], key=lambda d: -rankings[q][d]), 10)]
+    share = sum(d in qrels[q] for q, d in top) / len(top)
+    if share < LOW_OVERLAP:
+        log.warning("only %.1f%% of the run's top-10 ids on its %d judged turns are judged in the qrels: check that "
+                    "the run and the qrels are of the same collection, year and kind", 100 * share, len(evaluated))
+
+
 def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path, measures: list[str] | tuple[str, ...] | None = None,
              missing: str = "skip") -> EvalResult:
     """Evaluate over the judged turns the run answers (as trec_eval does); ``missing="zero"`` also counts the
@@ -66,9 +105,7 @@ def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path, measur
     parsed = parse_measures(names)
     judged = list(qrels)
     evaluated = [q for q in rankings if q in qrels and rankings[q]]
-    if not evaluated:
-        raise IkatError(f"the run ranks nothing for any of the {len(judged)} judged turns",
-                        fix="check that the run and the qrels are of the same year and kind (passages or PTKB)")
+    check_overlap(rankings, qrels, evaluated)
     per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
     groups: dict[int | None, list[tuple[str, Any]]] = {}
     for name, measure in zip(names, parsed):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -38,29 +39,45 @@ def by_conversation(result: EvalResult, measure: str) -> dict[str, float]:
     return {c: sum(v) / len(v) for c, v in sorted(groups.items(), key=lambda item: natural_key(item[0]))}
 
 
+SECTIONS = {"": "Passage ranking", "ptkb_": "PTKB statement ranking", "responses_": "Responses"}
+KINDS = {"per_turn": "per turn position", "per_conversation": "per conversation"}
+MIN_LINE_TURNS = 3  # a turn position with fewer judged turns is a hollow point, off the line
+
+
+def plot_caption(measure: str, kind: str, prefix: str = "") -> str:
+    """A plot's title and caption in words: "Passage ranking: nDCG@5 per turn position"."""
+    return f"{SECTIONS.get(prefix, prefix.strip('_'))}: {measure} {KINDS[kind]}"
+
+
 def natural_key(name: str) -> list[int | str]:
     """Sort key that orders "10-1" after "9-2"."""
     return [int(part) if part.isdigit() else part for part in name.replace("-", " ").split()]
 
 
 def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, prefix: str = "") -> list[Path]:
-    """Two PNGs: ``measure`` per turn position (lines) and per conversation (grouped bars); file names and
-    titles start with ``prefix`` (``ptkb_`` -> "PTKB ...")."""
+    """Two PNGs: ``measure`` per turn position (lines, broken where a run has no point; positions with fewer than
+    ``MIN_LINE_TURNS`` judged turns hollow and off the line) and per conversation (grouped bars); file names start
+    with ``prefix``, titles are :func:`plot_caption`'s."""
     out.mkdir(parents=True, exist_ok=True)
-    label = prefix.strip("_").upper() + " " if prefix else ""
     paths = []
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-    for name, result in results.items():
-        series = by_position(result, measure)
-        ax.plot(list(series), list(series.values()), marker="o", label=name)
     counts: dict[int, set[str]] = {}
     for result in results.values():
-        for qid in result.per_query:
-            if (turn := place(qid)[1]) is not None:
+        for qid, values in result.per_query.items():
+            if measure in values and (turn := place(qid)[1]) is not None:
                 counts.setdefault(turn, set()).add(qid)
-    ax.set_xticks(sorted(counts), [f"{t}\n{len(counts[t])}" for t in sorted(counts)], fontsize=8)
-    ax.set(xlabel="turn position in the conversation (below it: judged turns averaged)", ylabel=measure,
-           title=f"{label}{measure} per turn position")
+    positions = list(range(min(counts), max(counts) + 1)) if counts else []  # a position without turns: a gap
+    counts = {t: counts.get(t, set()) for t in positions}
+    for name, result in results.items():
+        series = by_position(result, measure)
+        solid = [series.get(t, math.nan) if len(counts[t]) >= MIN_LINE_TURNS else math.nan for t in positions]
+        line, = ax.plot(positions, solid, marker="o", label=name)  # nan: no point, and the line breaks there
+        few = [t for t in positions if t in series and len(counts[t]) < MIN_LINE_TURNS]
+        ax.plot(few, [series[t] for t in few], marker="o", linestyle="none", markerfacecolor="none",
+                color=line.get_color())
+    ax.set_xticks(positions, [f"{t}\n{len(counts[t]) or '-'}" for t in positions], fontsize=8)
+    ax.set(xlabel=f"turn position in the conversation; below it: judged turns averaged (hollow: fewer than "
+                  f"{MIN_LINE_TURNS}, not joined)", ylabel=measure, title=plot_caption(measure, "per_turn", prefix))
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -72,11 +89,11 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
     width = 0.8 / max(len(results), 1)
     for i, (name, result) in enumerate(results.items()):
         series = by_conversation(result, measure)
-        ax.bar([x + i * width for x in range(len(conversations))], [series.get(c, 0.0) for c in conversations],
+        ax.bar([x + i * width for x in range(len(conversations))], [series.get(c, math.nan) for c in conversations],
                width=width, label=name)
     ax.set_xticks([x + width * (len(results) - 1) / 2 for x in range(len(conversations))], conversations,
                   rotation=60, ha="right")
-    ax.set(ylabel=measure, title=f"{label}{measure} per conversation")
+    ax.set(ylabel=measure, title=plot_caption(measure, "per_conversation", prefix))
     ax.legend()
     fig.tight_layout()
     paths.append(out / f"{prefix}{_safe(measure)}_per_conversation.png")

@@ -6,12 +6,13 @@ import base64
 import csv
 import html
 import io
+import math
 from pathlib import Path
 from typing import Any
 
 from ikatkit.atomic import write_text
-from ikatkit.evaluate.compare import Comparison, compare_ptkb, compare_runs
-from ikatkit.evaluate.plots import by_conversation, by_position, natural_key, place, plot_breakdowns
+from ikatkit.evaluate.compare import JUDGED_DEPTHS, Comparison, compare_ptkb, compare_runs, format_interval, format_p
+from ikatkit.evaluate.plots import KINDS, by_conversation, by_position, natural_key, place, plot_breakdowns, plot_caption
 
 
 def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dict[str, Any]:
@@ -29,6 +30,7 @@ def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dic
         write_text(files["pairs"], comparison.pairs_csv())
     files["plots"] = [path for measure in comparison.measures
                       for path in plot_breakdowns(comparison.results, measure, out, prefix=prefix)]
+    files["captions"] = [plot_caption(measure, kind, prefix) for measure in comparison.measures for kind in KINDS]
     for kind, breakdown, group in (("per_turn", by_position, lambda q: place(q)[1]),
                                    ("per_conversation", by_conversation, lambda q: place(q)[0])):
         turns: dict[Any, set[str]] = {}
@@ -50,11 +52,12 @@ def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dic
 
 def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = None, topics: Any = None,
                  responses: Comparison | None = None, **options: Any) -> Path:
-    """The manual-vs-automatic report: one HTML file with the runs and qrels compared (paths, turns evaluated
-    and missing), the tables and every plot embedded; ``qrels`` None leaves the ranking sections out,
-    ``responses`` (a ``compare_responses`` result) adds the response measures."""
+    """The manual-vs-automatic report: one HTML file with the runs compared (type, description, file, judged turns
+    ranked and not, judged@k) and the qrels, a table per comparison (one row per run and measure) and every plot
+    embedded with a caption in words; ``qrels`` None leaves the ranking sections out, ``responses`` (a
+    ``compare_responses`` result) adds the response measures."""
     sections: list[str] = []
-    plots: list[Path] = []
+    plots: list[tuple[Path, str]] = []
     if qrels is not None:
         comparison = compare_runs(runs, qrels, **options)
         ptkb = None
@@ -62,45 +65,97 @@ def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = 
             ptkb = compare_ptkb(runs, ptkb_qrels, topics, baseline=comparison.baseline, test=comparison.test,
                                 correction=comparison.correction, missing=options.get("missing", "skip"),
                                 all_pairs=options.get("all_pairs", False))
-        plots += write_comparison(comparison, out)["plots"]
-        sections += [_sources_html(comparison, ptkb), _table_html("Passage ranking", comparison)]
+        files = write_comparison(comparison, out)
+        plots += zip(files["plots"], files["captions"])
+        sections += [_sources_html(runs, comparison, ptkb), _table_html("Passage ranking", comparison)]
         if ptkb is not None:
-            plots += write_comparison(ptkb, out, prefix="ptkb_")["plots"]
+            files = write_comparison(ptkb, out, prefix="ptkb_")
+            plots += zip(files["plots"], files["captions"])
             sections.append(_table_html("PTKB statement ranking", ptkb))
     if responses is not None:
         if qrels is None:
-            sections.append(_sources_html(responses, None))
-        plots += write_comparison(responses, out, prefix="responses_")["plots"]
+            sections.append(_sources_html(runs, responses, None))
+        files = write_comparison(responses, out, prefix="responses_")
+        plots += zip(files["plots"], files["captions"])
         sections.append(_table_html("Responses", responses))
-    for path in plots:
+    for path, caption in plots:
         data = base64.b64encode(Path(path).read_bytes()).decode()
-        sections.append(f'<figure><img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{html.escape(Path(path).stem)}</figcaption></figure>")
+        sections.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>ikatkit report</title><style>"
-            "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
-            "img{max-width:100%}</style></head><body><h1>Run comparison</h1>" + "".join(sections) + "</body></html>")
+            "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+            ".box{max-width:100%;overflow-x:auto}table{border-collapse:collapse;margin:0.5em 0}"
+            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}"
+            "td:first-child,th:first-child,.text{text-align:left}"
+            ".wrap{max-width:24em;white-space:normal;overflow-wrap:anywhere;text-align:left}"
+            "th.wrap{overflow-wrap:normal}figure{margin:1em 0}img{max-width:100%}figcaption{font-style:italic}"
+            "</style></head><body><h1>Run comparison</h1>" + "".join(sections) + "</body></html>")
     path = out / "report.html"
     write_text(path, page)
     return path
 
 
-def _rows_html(rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-    return f"<table><tr>{head}</tr>{body}</table>"
+def _rows_html(rows: list[list[str]], classes: dict[int, str] | None = None) -> str:
+    """A table in a box that scrolls sideways rather than spill out of the page (``classes``: column -> class)."""
+    classes = classes or {}
+    head = "".join(f"<th{f' class={classes[i]}' if i in classes else ''}>{html.escape(c)}</th>"
+                   for i, c in enumerate(rows[0]))
+    body = "".join("<tr>" + "".join(f"<td{f' class={classes[i]}' if i in classes else ''}>{html.escape(c)}</td>"
+                                    for i, c in enumerate(r)) + "</tr>" for r in rows[1:])
+    return f"<div class=box><table><tr>{head}</tr>{body}</table></div>"
 
 
-def _sources_html(comparison: Comparison, ptkb: Comparison | None) -> str:
-    """What was compared: each run's file, the qrels, and the judged turns evaluated and missing per run."""
-    rows = [["run", "file", "judged turns evaluated", "judged turns missing"]]
-    rows += [[name, comparison.sources.get(name, ""), str(len(r.evaluated)), str(len(r.missing))]
-             for name, r in comparison.results.items()]
+def run_info(run: Any) -> tuple[str, str]:
+    """A run's type and description as its file states them (the 2025 released runs' ``metadata.description``);
+    empty where it states none."""
+    from ikatkit.runs.io import load_records, read_run
+    from ikatkit.runs.model import Run
+
+    if not isinstance(run, (str, Path, Run)):
+        return "", ""
+    kind = run.run_type if isinstance(run, Run) else read_run(run).run_type
+    description = ""
+    if not isinstance(run, Run):
+        records = load_records(run)[1]
+        first = records[0] if isinstance(records, list) and records else {}
+        if isinstance(first, dict):
+            meta = first.get("metadata") if isinstance(first.get("metadata"), dict) else first
+            description = str(meta.get("description") or meta.get("run_description") or "")
+    return kind, description
+
+
+def _sources_html(runs: dict[str, Any], comparison: Comparison, ptkb: Comparison | None) -> str:
+    """What was compared: each run's type, description and file, the judged turns it ranks and leaves unranked,
+    its judged@k, and the qrels."""
+    depths = JUDGED_DEPTHS if comparison.judged else ()
+    rows = [["run", "type", "description", "file", "judged turns ranked", "judged turns unranked",
+             *(f"judged@{k}" for k in depths)]]
+    for name, (ranked, unranked) in comparison.coverage.items():
+        kind, description = run_info(runs.get(name))
+        rows.append([name, kind, description, comparison.sources.get(name, ""), str(ranked), str(unranked),
+                     *(f"{comparison.judged[name][k]:.3f}" for k in depths)])
     qrels = f"qrels: {comparison.qrels}" + (f"; PTKB qrels: {ptkb.qrels}" if ptkb is not None else "")
-    return f"<h2>Runs</h2>{_rows_html(rows)}<p>{html.escape(qrels)}</p>"
+    return (f"<h2>Runs</h2>{_rows_html(rows, {1: 'text', 2: 'wrap', 3: 'wrap'})}<p>{html.escape(qrels)}</p>"
+            "<p>judged@k: share of a run's top k passages that are judged, over the judged turns it ranks.</p>")
+
+
+def _long_rows(comparison: Comparison) -> list[list[str]]:
+    """One row per measure and run: mean, interval, and against the baseline delta, corrected p, wins/ties/losses
+    and the turns they are over."""
+    rows = [["run", "measure", "mean", "95% CI", "delta", f"p ({comparison.correction})", "wins/ties/losses",
+             "turns"]]
+    for measure in comparison.measures:
+        for row in (r for r in comparison.rows if r["measure"] == measure):
+            base = row["run"] == comparison.baseline
+            mark = "*" if not base and not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
+            rows.append([row["run"], measure, f"{row['mean']:.4f}{mark}",
+                         format_interval(row["ci_low"], row["ci_high"]),
+                         "" if base else f"{row['delta']:+.4f}", "" if base else format_p(row["p_adjusted"]),
+                         "" if base else f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"])])
+    return rows
 
 
 def _table_html(title: str, comparison: Comparison) -> str:
-    note = html.escape(comparison.note().replace("`", ""))
+    note = html.escape(comparison.note().replace("`", "").replace("; judged@k", ". judged@k"))
     pairs = f"<h3>All pairs</h3>{_rows_html(comparison.pairs_table())}" if comparison.pairs else ""
-    return f"<h2>{html.escape(title)}</h2>{_rows_html(comparison.table())}<p>{note}</p>{pairs}"
+    return f"<h2>{html.escape(title)}</h2>{_rows_html(_long_rows(comparison), {1: 'text'})}<p>{note}</p>{pairs}"

@@ -192,6 +192,22 @@ def cut_before_loop(response: str, passages: Sequence[str]) -> str | None:
     return kept if content and len(content & known) >= MIN_GROUNDED * len(content) else None
 
 
+SENTENCE_END = re.compile(r"(?<=[^\d\s])[.!?][\"')\]]*(?=\s)")  # "1." of a list and "3.5" end no sentence
+
+
+def end_at_sentence(text: str) -> str:
+    """``text`` ending at a sentence: where a length limit stopped it inside a sentence (it ends without . ! ? on
+    a line of prose), that unfinished sentence, perhaps a cut word ("lact"), is dropped when what comes before is
+    at least ``MIN_KEPT_WORDS`` words; lists and texts without a full sentence before the cut are kept as they are."""
+    text = text.rstrip()
+    if not text or text[-1] in ".!?\"')]:":
+        return text
+    ends = list(SENTENCE_END.finditer(text))
+    if not ends or "\n" in text[ends[-1].end():] or len(text[: ends[-1].end()].split()) < MIN_KEPT_WORDS:
+        return text
+    return text[: ends[-1].end()]
+
+
 def check_queries(queries: Sequence[str], output: str) -> str | None:
     """Why the queries parsed from ``output`` must not be used, or None: none parsed, role tags or the
     template in them, or several generated lines that are all one query."""

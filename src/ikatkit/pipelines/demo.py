@@ -65,17 +65,19 @@ def run_demo(config: str | Path, out: str | Path) -> int:
 
 def representative_turn(records: list[TurnRecord], per_query: dict[str, dict[str, float]]) -> tuple[TurnRecord, str]:
     """The turn with the median nDCG@3 (the lower median, the first in topic order on ties) among the judged turns
-    whose response is the model's own (the guards passed it, perhaps cut before a loop; else among all judged
-    turns), and a line saying why: neither the best nor the worst turn, and not one answered by the fallback."""
+    whose response the guards passed as written (else those cut before a loop, else all judged turns), and a line
+    saying why: neither the best nor the worst turn, and not one cut or answered by the fallback."""
     from ikatkit.llm.guards import CUT_NOTE
 
     judged = [r for r in records if SHOWN_BY in per_query.get(r.qid, {})] or records
-    own = [r for r in judged if "respond" not in r.rejected or any(n.endswith(CUT_NOTE) for n in r.notes)]
+    passed = [r for r in judged if "respond" not in r.rejected]
+    own = passed or [r for r in judged if any(n.endswith(CUT_NOTE) for n in r.notes)]
     pool = own or judged
     ranked = sorted(pool, key=lambda r: per_query.get(r.qid, {}).get(SHOWN_BY, 0.0))  # stable: topic order on ties
     shown = ranked[(len(ranked) - 1) // 2]
-    among = (f"the {len(pool)} judged turns whose response is the model's own (the guards passed it, or cut it "
-             "before a loop)" if own else f"all {len(pool)} judged turns (the fallback answered every one)")
+    among = (f"the {len(pool)} judged turns whose response the guards passed as the model wrote it" if passed else
+             f"the {len(pool)} judged turns whose response is the model's own, cut before a loop" if own else
+             f"all {len(pool)} judged turns (the fallback answered every one)")
     value = per_query.get(shown.qid, {}).get(SHOWN_BY)
     return shown, (f"one turn end to end, chosen as typical: {shown.qid} has the median {SHOWN_BY}"
                    f"{f' ({value:.4f})' if value is not None else ''} among {among}")
@@ -107,8 +109,8 @@ def explain_turn(record: TurnRecord, scores: dict[str, float], width: int = 60) 
              f"  PTKB:        {'; '.join(record.ptkb_texts()) or '(none)'}",
              f"  top passage: {top} {cut(record.passage_texts.get(top, ''), 30)!r}" if top else "  top passage: (none)",
              f"  response:    {cut(record.response, width)}"]
-    lines += [f"  guarded:     {stage} output {cut(output, 20)!r} (the note says what was used)" for stage, output
-              in record.rejected.items()]
+    lines += [f"  guarded:     the {stage} stage's output, set aside (the note below says what was used instead):\n"
+              f"               \"{cut(output, 20)}\"" for stage, output in record.rejected.items()]
     lines += [f"  note:        {note}" for note in record.notes]
     if scores:
         lines.append("  this turn:   " + ", ".join(f"{m} {v:.4f}" for m, v in scores.items()))

@@ -446,7 +446,7 @@ class Respond(Stage):
         check_mappings(options)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
-        from ikatkit.llm.guards import CUT_NOTE, check_response, cut_before_loop
+        from ikatkit.llm.guards import CUT_NOTE, check_response, cut_before_loop, end_at_sentence
 
         for record in records:
             top = [pid for pid, _ in record.ranking[: self.passages]]
@@ -467,5 +467,7 @@ class Respond(Stage):
             elif problem:
                 reject(record, self.llm, self.name, output, f"{problem}: top passage used")
                 output = top_text(record)
+            if self.task != "extractive" and not (problem and not kept):  # the model's text: end at a sentence
+                output = end_at_sentence(output)
             record.response = " ".join(output.split()[: self.max_words])
         return records
