@@ -7,6 +7,7 @@ extrapolation to the organizers' 116,838,987 passages. Collections and indexes l
 repository), rebuilt from the seed when absent; the free disk space is checked first.
 
     python bench/bench_scale.py --passages 200000 2000000 [20000000] [--root /work/scale-indexes] [--out scale.json]
+        [--figure bench/figures/scale.png]
 """
 
 from __future__ import annotations
@@ -284,6 +285,42 @@ def _leaves(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, tree)]
 
 
+PLOTTED = {  # label: path in a size's figures
+    "index build (ikatkit)": "build.ikatkit.seconds", "IndexCollection alone": "build.anserini.seconds",
+    "search k=1000, 100 queries (ikatkit)": "search.k=1000.ikatkit_q_per_s",
+    "validate --index (year)": "commands.validate_index.seconds", "index verify (.bz2)": "commands.verify_hashes.tsv.bz2.seconds",
+    "index stats (foreign)": "commands.stats_foreign.seconds"}
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Seconds per command against passages, log-log, with the 116.8M extrapolation dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    sizes = sorted(report["sizes"], key=int)
+    for label, key in PLOTTED.items():
+        values = [dict(_leaves(report["sizes"][n])).get(key) for n in sizes]
+        if None in values:
+            continue
+        if key.endswith("q_per_s"):  # as seconds for the 100 queries
+            values = [report["sizes"][n]["search"]["queries"] / v for n, v in zip(sizes, values)]
+        line, = axes.plot([int(n) for n in sizes], values, marker="o", label=label)
+        fit = report["fits"].get(key)
+        if fit and not key.endswith("q_per_s"):
+            axes.plot([int(sizes[-1]), ORGANIZERS], [values[-1], fit["at_116.8M"]], linestyle="--", color=line.get_color())
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("passages")
+    axes.set_ylabel("seconds")
+    axes.set_title("ikatkit commands on realistic synthetic collections (dashed: fitted, to 116.8M)")
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, nargs="+", default=[200000, 2000000])
@@ -293,7 +330,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip", nargs="*", default=[], choices=["search", "cold", "commands"])
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--figure", type=Path, help="draw the log-log figure here (from --report if given)")
+    parser.add_argument("--report", type=Path, help="a JSON this bench wrote: only draw --figure from it")
     args = parser.parse_args()
+    if args.report:
+        plot(json.loads(args.report.read_text()), args.figure)
+        return
     report: dict[str, Any] = {"disk": disk_check(args.root, args.passages), "generator": check(),
                               "load_average_start": os.getloadavg()[0], "sizes": {}}
     for n in sorted(args.passages):
@@ -319,6 +361,8 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
+    if args.figure:
+        plot(report, args.figure)
 
 
 if __name__ == "__main__":

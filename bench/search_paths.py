@@ -3,7 +3,8 @@ converted one String per hit (before), with one joined string (now), our own rea
 synthetic 200,000-passage index (built once into /tmp/ikatkit-bench200k), 200 queries, one process. Each query runs
 every variant in turn, 3 rounds; a variant's time is the sum of each query's fastest (robust on a busy machine).
 
-    python bench/search_paths.py
+    python bench/search_paths.py [INDEX PASSAGES]   # or a realistic index of bench_scale.py, e.g.
+    python bench/search_paths.py /work/scale-indexes/r200000/index 200000
 """
 
 from __future__ import annotations
@@ -42,11 +43,18 @@ def main() -> None:
     from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher, Hit, hits
 
     rng = random.Random(1)
-    searcher = Bm25Searcher(synthetic_index(rng))
+    if len(sys.argv) > 1:  # a realistic collection's index of bench_scale.py and its generator's queries
+        from realistic import Generator
+
+        index = Path(sys.argv[1])
+        queries = Generator(int(sys.argv[2])).queries(QUERIES)
+    else:
+        index = synthetic_index(rng)
+        queries = [" ".join(rng.sample(sentence(rng).rstrip(".").split(), 4)) for _ in range(QUERIES)]
+    searcher = Bm25Searcher(index)
     from jnius import cast  # only once our JVM runs
 
-    queries = [" ".join(rng.sample(sentence(rng).rstrip(".").split(), 4)) for _ in range(QUERIES)]
-    directory = autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(INDEX)).toPath())
+    directory = autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(index)).toPath())
     opened = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
     reader = cast("org.apache.lucene.index.IndexReader", opened)
     own = autoclass("org.apache.lucene.search.IndexSearcher")(reader)
