@@ -112,20 +112,24 @@ def best_of(repeats: int, sides: dict[str, Callable[[], Any]]) -> tuple[dict[str
 
 
 def per_query(repeats: int, queries: list[str], sides: dict[str, Callable[[str, Any], Any]],
-               built: list[Any]) -> tuple[dict[str, float], dict[str, list[Any]]]:
-    """Each side on each query in turn, ``repeats`` rounds, each round's results kept alive as a batch's are: per
-    side the sum over queries of each query's fastest time (a busy machine's interruptions filtered out query by
-    query), and its results."""
+              built: list[Any]) -> tuple[dict[str, float], dict[str, list[Any]]]:
+    """Each side on each query in turn, ``repeats`` rounds: per side the sum over queries of each query's fastest
+    time (a busy machine's interruptions filtered out query by query), and ikatkit's results. Only ikatkit's are
+    kept alive through a round, as a batch's are: keeping the others' too (LuceneSearcher's 1000 Java objects a
+    query) would bill their garbage collection to whichever side allocates next."""
     fastest = {name: [math.inf] * len(queries) for name in sides}
-    results: dict[str, list[Any]] = {}
+    kept: list[Any] = []
     for _ in range(repeats):
-        results = {name: [] for name in sides}
+        kept = []
         for i, (query, lucene_query) in enumerate(zip(queries, built)):
             for name, function in sides.items():
                 start = time.perf_counter()
-                results[name].append(function(query, lucene_query))
+                found = function(query, lucene_query)
                 fastest[name][i] = min(fastest[name][i], time.perf_counter() - start)
-    return {name: sum(times) for name, times in fastest.items()}, results
+                if name == "ikatkit":
+                    kept.append(found)
+                del found
+    return {name: sum(times) for name, times in fastest.items()}, {"ikatkit": kept}
 
 
 def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[str, Any]:
@@ -149,8 +153,8 @@ def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[
             "ikatkit": lambda q, b: searcher.search(q, k),
             "java_alone": lambda q, b: searcher.top_hits.search(searcher.searcher, parse(q), k, SPARE, searcher.sort,
                                                                 "id")}, built)
-        same = all([(h.docid, float(h.score)) for h in a] == [(h.docid, h.score) for h in b]
-                    for a, b in zip(results["lucene_searcher"], results["ikatkit"]))
+        same = all([(h.docid, float(h.score)) for h in lucene.search(q, k)] == [(h.docid, h.score) for h in b]
+                   for q, b in zip(queries, results["ikatkit"]))
         found[f"k={k}"] = {**{f"{name}_q_per_s": round(len(queries) / s, 1) for name, s in best.items()},
                            "ikatkit_vs_java_alone": round(best["java_alone"] / best["ikatkit"], 3),
                            "ikatkit_vs_lucene_searcher": round(best["lucene_searcher"] / best["ikatkit"], 2),
@@ -352,7 +356,8 @@ def main() -> None:
             figures["first_query"] = first_query(folder / "index", queries[-2:])
         if "commands" not in args.skip:
             figures["commands"] = commands(folder)
-        (folder / "done.json").write_text(json.dumps(figures))
+        if not args.skip:
+            (folder / "done.json").write_text(json.dumps(figures))
         report["sizes"][n] = figures
         print(json.dumps({n: figures}), file=sys.stderr, flush=True)
     report["load_average_end"] = os.getloadavg()[0]
