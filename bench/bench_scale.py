@@ -221,7 +221,8 @@ def first_query(index: Path, queries: list[str]) -> dict[str, Any]:
     index's files first (cold: posix_fadvise DONTNEED, which needs no root) and then as left warm by that run."""
     script = ("import json, sys, time; from ikatkit.retrieve.bm25 import Bm25Searcher; s = Bm25Searcher(sys.argv[1]); "
               "t = time.perf_counter(); s.search(sys.argv[2], 1000); first = time.perf_counter() - t; "
-              "t = time.perf_counter(); s.search(sys.argv[3], 1000); print(json.dumps([first, time.perf_counter() - t]))")
+              "t = time.perf_counter(); s.search(sys.argv[3], 1000); "
+              "print(json.dumps([first, time.perf_counter() - t]))")
     found: dict[str, Any] = {"method": "posix_fadvise(POSIX_FADV_DONTNEED) on every index file"}
     for state in ("cold", "warm"):
         if state == "cold":
@@ -292,7 +293,8 @@ def _leaves(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
 PLOTTED = {  # label: path in a size's figures
     "index build (ikatkit)": "build.ikatkit.seconds", "IndexCollection alone": "build.anserini.seconds",
     "search k=1000, 100 queries (ikatkit)": "search.k=1000.ikatkit_q_per_s",
-    "validate --index (year)": "commands.validate_index.seconds", "index verify (.bz2)": "commands.verify_hashes.tsv.bz2.seconds",
+    "validate --index (year)": "commands.validate_index.seconds",
+    "index verify (.bz2)": "commands.verify_hashes.tsv.bz2.seconds",
     "index stats (foreign)": "commands.stats_foreign.seconds"}
 
 
@@ -314,7 +316,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
         line, = axes.plot([int(n) for n in sizes], values, marker="o", label=label)
         fit = report["fits"].get(key)
         if fit and not key.endswith("q_per_s"):
-            axes.plot([int(sizes[-1]), ORGANIZERS], [values[-1], fit["at_116.8M"]], linestyle="--", color=line.get_color())
+            axes.plot([int(sizes[-1]), ORGANIZERS], [values[-1], fit["at_116.8M"]], linestyle="--",
+                      color=line.get_color())
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("passages")

@@ -175,7 +175,8 @@ class Generator:
         return {int(t): self.word(int(t)) for t in np.unique(terms)}
 
     def chunks(self, size: int = 50000) -> Iterator[list[tuple[str, str]]]:
-        """``[(passage id, text), ...]`` in id order (documents of ``PASSAGES_PER_DOC`` passages), ``size`` at a time."""
+        """``[(passage id, text), ...]`` in id order (documents of ``PASSAGES_PER_DOC`` passages), ``size`` at a
+        time."""
         rng = np.random.default_rng(self.seed)
         for start in range(0, self.passages, size):
             n = min(size, self.passages - start)
@@ -227,16 +228,16 @@ def doc_id(number: int) -> str:
     return f"clueweb22-en{number // 10000000:04d}-{(number // 100000) % 100:02d}-{number % 100000:05d}"
 
 
-def write(folder: Path, passages: int, seed: int = 0, hashes: bool = True) -> dict[str, object]:
+def write(folder: Path, passages: int, seed: int = 0) -> dict[str, object]:
     """``folder/passages/passages.jsonl`` (one ``{"id", "contents"}`` per line: the folder is an Anserini
-    JsonCollection) and, with ``hashes``, the organizers'-style ``folder/hashes.tsv`` and ``hashes.tsv.bz2`` of every
-    passage (sorted by doc id, passage number). What was written."""
+    JsonCollection) and the organizers'-style ``folder/hashes.tsv`` and ``hashes.tsv.bz2`` of every passage (sorted
+    by doc id, passage number). What was written."""
     (folder / "passages").mkdir(parents=True, exist_ok=True)
     generator = Generator(passages, seed)
     tokens = 0
     with open(folder / "passages" / "passages.jsonl", "w", encoding="utf-8") as out, \
-            (open(folder / "hashes.tsv", "w", encoding="utf-8") if hashes else open(os.devnull, "w")) as plain, \
-            (bz2.open(folder / "hashes.tsv.bz2", "wt", encoding="utf-8") if hashes else open(os.devnull, "w")) as packed:
+            open(folder / "hashes.tsv", "w", encoding="utf-8") as plain, \
+            bz2.open(folder / "hashes.tsv.bz2", "wt", encoding="utf-8") as packed:
         for chunk in generator.chunks():
             lines, hash_lines = [], []
             for pid, text in chunk:
@@ -245,9 +246,8 @@ def write(folder: Path, passages: int, seed: int = 0, hashes: bool = True) -> di
                 hash_lines.append(f"{doc}\t{number}\t{hashlib.md5(text.encode()).hexdigest()}")
                 tokens += text.count(" ") + 1
             out.write("\n".join(lines) + "\n")
-            if hashes:
-                plain.write("\n".join(hash_lines) + "\n")
-                packed.write("\n".join(hash_lines) + "\n")
+            plain.write("\n".join(hash_lines) + "\n")
+            packed.write("\n".join(hash_lines) + "\n")
     return {"passages": passages, "tokens": tokens, "vocabulary_heaps": generator.vocabulary}
 
 
