@@ -267,7 +267,7 @@ def exponents(sizes: dict[int, dict[str, Any]]) -> dict[str, Any]:
     for n, figures in sizes.items():
         for name, value in _leaves(figures):
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and _scales(name):
-                flat.setdefault(name, {})[n] = float(value)
+                flat.setdefault(name, {})[int(n)] = float(value)
     found = {}
     for name, points in flat.items():
         if len(points) >= 2:
