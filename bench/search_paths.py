@@ -1,8 +1,10 @@
 """Where a k=1000 BM25 search spends its time (issue 33, item 8): LuceneSearcher, our TopHits path with the ids
 converted one String per hit (before), with one joined string (now), our own reader, and the Java side alone, on one
-synthetic 200,000-passage index (built once into /tmp/ikatkit-bench200k), 200 queries, best of 3, one process.
+synthetic 200,000-passage index (built once into /tmp/ikatkit-bench200k), 200 queries, one process. Each query runs
+every variant in turn, 3 rounds; a variant's time is the sum of each query's fastest (robust on a busy machine).
 
-    python bench/search_paths.py
+    python bench/search_paths.py [INDEX PASSAGES]   # or a realistic index of bench_scale.py, e.g.
+    python bench/search_paths.py /work/scale-indexes/r200000/index 200000
 """
 
 from __future__ import annotations
@@ -41,11 +43,18 @@ def main() -> None:
     from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher, Hit, hits
 
     rng = random.Random(1)
-    searcher = Bm25Searcher(synthetic_index(rng))
+    if len(sys.argv) > 1:  # a realistic collection's index of bench_scale.py and its generator's queries
+        from realistic import Generator
+
+        index = Path(sys.argv[1])
+        queries = Generator(int(sys.argv[2])).queries(QUERIES)
+    else:
+        index = synthetic_index(rng)
+        queries = [" ".join(rng.sample(sentence(rng).rstrip(".").split(), 4)) for _ in range(QUERIES)]
+    searcher = Bm25Searcher(index)
     from jnius import cast  # only once our JVM runs
 
-    queries = [" ".join(rng.sample(sentence(rng).rstrip(".").split(), 4)) for _ in range(QUERIES)]
-    directory = autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(INDEX)).toPath())
+    directory = autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(index)).toPath())
     opened = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
     reader = cast("org.apache.lucene.index.IndexReader", opened)
     own = autoclass("org.apache.lucene.search.IndexSearcher")(reader)
@@ -55,27 +64,31 @@ def main() -> None:
         lucene_query = searcher.generator.buildQuery("contents", searcher.analyzer, query)
         return searcher.top_hits.search(lucene, lucene_query, K, SPARE, searcher.sort, "id")
 
-    def per_id(lucene: Any) -> list[list[Hit]]:
-        return [list(map(Hit, found.ids, found.scores)) for found in (top(lucene, q) for q in queries)]
+    def per_id(lucene: Any, query: str) -> list[Hit]:
+        found = top(lucene, query)
+        return list(map(Hit, found.ids, found.scores))
 
-    variants: dict[str, Callable[[], object]] = {
-        "lucene_searcher": lambda: [searcher.pyserini.search(q, K) for q in queries],
-        "one_string_per_id": lambda: per_id(searcher.searcher),
-        "own_reader": lambda: per_id(own),
-        "joined_ids": lambda: [hits(top(searcher.searcher, q)) for q in queries],
-        "java_only": lambda: [top(searcher.searcher, q) for q in queries],
+    variants: dict[str, Callable[[str], object]] = {
+        "lucene_searcher": lambda q: searcher.pyserini.search(q, K),
+        "one_string_per_id": lambda q: per_id(searcher.searcher, q),
+        "own_reader": lambda q: per_id(own, q),
+        "joined_ids": lambda q: hits(top(searcher.searcher, q)),
+        "java_only": lambda q: top(searcher.searcher, q),
     }
-    times: dict[str, list[float]] = {name: [] for name in variants}
     for function in variants.values():
-        function()  # warm up (JIT)
-    for _ in range(3):
-        for name, function in variants.items():
-            start = time.perf_counter()
-            function()
-            times[name].append(time.perf_counter() - start)
-    best = {name: min(values) for name, values in times.items()}
-    print({name: round(QUERIES / value, 1) for name, value in best.items()}, "q/s (best of 3)")
+        [function(q) for q in queries[:50]]  # warm up (JIT)
+    fastest = {name: [float("inf")] * len(queries) for name in variants}
+    for _ in range(3):  # per query, each variant in turn; each round's results kept alive as a batch's are
+        kept: dict[str, list[object]] = {name: [] for name in variants}
+        for i, query in enumerate(queries):
+            for name, function in variants.items():
+                start = time.perf_counter()
+                kept[name].append(function(query))
+                fastest[name][i] = min(fastest[name][i], time.perf_counter() - start)
+    best = {name: sum(values) for name, values in fastest.items()}
+    print({name: round(QUERIES / value, 1) for name, value in best.items()}, "q/s (per query best of 3)")
     print({name: round(best["lucene_searcher"] / value, 2) for name, value in best.items()}, "ratio vs LuceneSearcher")
+    print({name: round(best["java_only"] / value, 3) for name, value in best.items()}, "ratio vs Java alone")
     reference = [searcher.pyserini.search(q, K) for q in queries]
     mine = [hits(top(searcher.searcher, q)) for q in queries]
     same = all([(h.docid, h.score) for h in a] == [(h.docid, h.score) for h in b] for a, b in zip(reference, mine))

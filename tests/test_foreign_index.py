@@ -168,12 +168,18 @@ def test_no_stored_text_is_one_clear_error(foreign):
     assert Bm25Searcher(foreign["notext"]).search("vegetarian diet", 10)  # searching needs no text
 
 
-def test_validate_finds_passage_ids_in_every_foreign_index(foreign, passages_jsonl):
+def test_validate_finds_passage_ids_in_every_foreign_index(foreign, passages_jsonl, hashes, tmp_path):
+    """In every index, and in the organizers' hash file as they ship it (.bz2) or unpacked: one reader for both."""
     from ikatkit.runs.passage_ids import passage_ids
 
     pid, absent = next(iter(_texts(passages_jsonl))), "clueweb22-en0000-00-00000:999"
-    for kind in FLAGS:
-        assert passage_ids(foreign[kind]).missing({pid, absent}) == {absent}, kind
+    plain = tmp_path / "hashes.tsv"
+    plain.write_bytes(bz2.decompress(hashes.read_bytes()))
+    for source in (*(foreign[kind] for kind in FLAGS), hashes, plain):
+        assert passage_ids(source).missing({pid, absent}) == {absent}, source
+    ids = tmp_path / "ids.txt.bz2"
+    ids.write_bytes(bz2.compress(f"{pid}\n\n".encode()))
+    assert passage_ids(ids).missing({pid, absent}) == {absent}
 
 
 def test_passage_streams_for_dense_and_partitions(foreign, official):

@@ -75,3 +75,31 @@ def test_without_a_jdk_search_goes_through_pyserini(passages_index, tmp_path):
     assert bulk is False and "no javac found" in done.stderr and not (tmp_path / "java").exists()
     expected = Bm25Searcher(passages_index).search("vegetarian diet without soy", 20)
     assert [tuple(h) for h in hits] == [tuple(h) for h in expected] and len(hits) == 20
+
+
+def test_pruned_top_k_equals_an_exhaustive_search(passages_index, ikat2023):
+    """Lucene's dynamic pruning (block-max WAND / MaxScore: what ``TopHits.search``'s ``searcher.search(query,
+    k + spare)`` allows once enough hits are counted) against an exhaustive search (a collector that counts every
+    hit): the same docs and scores for the 332 real rewrites. The threshold is 1 here (1000 in ``search``) so that the
+    894-passage index prunes at all."""
+    from ikatkit.java import autoclass
+
+    searcher = Bm25Searcher(passages_index)
+    from jnius import cast  # only once our JVM runs
+
+    collector = autoclass("org.apache.lucene.search.TopScoreDocCollector")
+    pruned_any = 0
+    for query in load_topics(ikat2023 / "test_topics.json").queries("manual").values():
+        built = searcher.generator.buildQuery("contents", searcher.analyzer, query)
+        if built is None:
+            continue
+        tops = []
+        for threshold in (2147483647, 1):  # exhaustive, then pruning from the first hit on
+            sink = collector.create(10, threshold)
+            searcher.searcher.search(built, cast("org.apache.lucene.search.Collector", sink))
+            tops.append(sink.topDocs())
+        exhaustive, pruned = ([(d.doc, d.score) for d in top.scoreDocs] for top in tops)
+        assert pruned == exhaustive, query
+        assert tops[0].totalHits.relation.toString() == "EQUAL_TO"
+        pruned_any += tops[1].totalHits.relation.toString() != "EQUAL_TO"
+    assert pruned_any > 100  # most queries skipped documents

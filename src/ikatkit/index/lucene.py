@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +25,7 @@ from ikatkit.index.build import MANIFEST
 ID_FIELD = "id"  # Anserini's Constants.ID
 TEXT_FIELDS = ("raw", "contents")  # stored: the source JSON (-storeRaw), else the text (-storeContents)
 BODY_FIELD = "contents"  # the searched field
+NO_MORE_DOCS = 2147483647  # Lucene's DocIdSetIterator.NO_MORE_DOCS
 ANSERINI_ANALYZER = "Anserini's DefaultEnglishAnalyzer (Porter stemmer, Lucene's English stop words)"
 
 
@@ -161,6 +163,34 @@ def open_reader(folder: str | Path) -> Any:
 
     return autoclass("org.apache.lucene.index.DirectoryReader").open(
         autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(folder)).toPath()))
+
+
+class IdLookup:
+    """The live document of a passage id (its ``id`` term) in an open reader: the one way ids are looked up
+    (``validate --index``, passage texts). Thread-safe (one term enumerator, behind a lock)."""
+
+    def __init__(self, reader: Any) -> None:
+        from ikatkit.java import autoclass
+        from jnius import cast  # only once our JVM runs
+
+        reader = cast("org.apache.lucene.index.IndexReader", reader)
+        terms = autoclass("org.apache.lucene.index.MultiTerms").getTerms(reader, ID_FIELD)
+        self._enum = terms.iterator() if terms is not None else None
+        self._live = autoclass("org.apache.lucene.index.MultiBits").getLiveDocs(reader)
+        self._term = autoclass("org.apache.lucene.index.Term")
+        self._postings: Any = None
+        self._lock = threading.Lock()
+
+    def doc(self, pid: str) -> int | None:
+        """The document number of ``pid``, or None when the index lacks it (or holds it deleted only)."""
+        with self._lock:
+            if self._enum is None or not self._enum.seekExact(self._term(ID_FIELD, pid).bytes()):
+                return None
+            self._postings = self._enum.postings(self._postings, 0)
+            doc = self._postings.nextDoc()
+            while doc != NO_MORE_DOCS and self._live is not None and not self._live.get(doc):
+                doc = self._postings.nextDoc()
+            return None if doc == NO_MORE_DOCS else doc
 
 
 def _first_live(reader: Any) -> int:

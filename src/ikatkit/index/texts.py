@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.index.lucene import ID_FIELD, open_index, open_reader
+from ikatkit.index.lucene import ID_FIELD, IdLookup, open_index, open_reader
 
 TextsFunction = Callable[[Sequence[str]], dict[str, str]]
 
@@ -51,7 +51,7 @@ class LuceneTexts:
     """Stored passage texts of a Lucene index folder, or of an open ``reader`` (e.g. a MultiReader of partitions)."""
 
     def __init__(self, index: str | Path | None = None, reader: Any = None, why: str = "passage texts") -> None:
-        from ikatkit.java import autoclass, start_jvm
+        from ikatkit.java import start_jvm
 
         start_jvm()
         from jnius import cast  # only once our JVM runs
@@ -61,17 +61,15 @@ class LuceneTexts:
             info.require_texts(why)
             reader = open_reader(info.path)
         self.reader = reader = cast("org.apache.lucene.index.IndexReader", reader)
-        self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(reader)
-        self._term_query = autoclass("org.apache.lucene.search.TermQuery")
-        self._term = autoclass("org.apache.lucene.index.Term")
+        self._ids = IdLookup(reader)
         self._found: dict[str, str] = {}
 
     def text(self, pid: str) -> str | None:
         if pid not in self._found:
-            hits = self._searcher.search(self._term_query(self._term(ID_FIELD, pid)), 1).scoreDocs
-            if not len(hits):
+            doc = self._ids.doc(pid)
+            if doc is None:
                 return None
-            record = stored_record(self._searcher.storedFields().document(hits[0].doc))
+            record = stored_record(self.reader.storedFields().document(doc))  # one per call: not thread-safe
             if record is None:
                 return None
             self._found[pid] = record["contents"]

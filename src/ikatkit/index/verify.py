@@ -1,7 +1,6 @@
-"""Check passages against the organizers' passage hashes (``2023_passages_hashes.tsv[.bz2]``).
+"""Check passages against the organizers' passage hashes (``2023_passages_hashes.tsv[.bz2]``, read by
+:mod:`ikatkit.index.hashes`).
 
-The hash file has a line ``doc_id<TAB>passage_number<TAB>md5`` per official passage, the md5 (hex) of the passage
-text as UTF-8 (the ``contents`` of the official JSONL, unchanged), sorted by document id and then passage number.
 Both sides are streamed in that order and merged, so memory stays flat whatever the file's size (116,838,987
 lines): a Lucene index's ids come sorted from its ``id`` terms, a passages JSONL must list each document's
 passages together with the documents in id order (as the official files do); within a document, passages are
@@ -10,24 +9,17 @@ put in number order on the fly.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import hashlib
-import io
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from ikatkit.errors import IkatError
-from ikatkit.index.lucene import ID_FIELD, is_lucene_folder, open_index, open_reader
+from ikatkit.index.hashes import Key, open_text, passage_md5, read_hashes
+from ikatkit.index.lucene import ID_FIELD, NO_MORE_DOCS, is_lucene_folder, open_index, open_reader
 
 EXAMPLES = 5  # ids shown per kind of difference
-MD5 = re.compile(r"^[0-9a-f]{32}$")
 KINDS = ("different", "missing", "extra")
-Key = tuple[str, int]
 
 
 @dataclass
@@ -59,47 +51,6 @@ class Report:
         return "\n".join(lines)
 
 
-def passage_md5(text: str) -> str:
-    """What the hash file holds for a passage: the md5 of its text as UTF-8, in hex."""
-    return hashlib.md5(text.encode("utf-8")).hexdigest()
-
-
-def _open_text(path: Path) -> IO[str]:
-    if path.suffix == ".bz2":
-        return io.TextIOWrapper(bz2.open(path, "rb"), encoding="utf-8", newline="")
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
-def read_hashes(path: str | Path) -> Iterator[tuple[Key, str]]:
-    """``((doc_id, passage_number), md5)`` per line of a hash file (plain, .bz2 or .gz), checked as read."""
-    path = Path(path)
-    if not path.is_file():
-        raise IkatError("hash file not found", path=path, fix="pass the organizers' 2023_passages_hashes.tsv(.bz2)")
-    previous: Key | None = None
-    with _open_text(path) as handle:
-        try:
-            for number, line in enumerate(handle, 1):
-                cols = line.rstrip("\r\n").split("\t")
-                if len(cols) == 1 and not cols[0].strip():
-                    continue
-                if len(cols) != 3 or not cols[0] or not cols[1].isdigit() or not MD5.match(cols[2].lower()):
-                    raise IkatError(f"expected doc_id<TAB>passage_number<TAB>md5, found {line.strip()[:80]!r}",
-                                    path=path, where=f"line {number}",
-                                    fix="pass the organizers' hash file (doc_id, passage number, 32 hex digits)")
-                key = (cols[0], int(cols[1]))
-                if previous is not None and key <= previous:
-                    raise IkatError(f"not sorted by doc id and passage number ({key[0]}:{key[1]} after "
-                                    f"{previous[0]}:{previous[1]})", path=path, where=f"line {number}",
-                                    fix="sort it: LC_ALL=C sort -t $'\\t' -k1,1 -k2,2n")
-                previous = key
-                yield key, cols[2].lower()
-        except (UnicodeDecodeError, OSError, EOFError) as err:
-            raise IkatError(f"cannot read the hash file ({err})", path=path,
-                            fix="download it again (a complete .tsv or .tsv.bz2)") from None
-
-
 def _split(pid: str) -> Key | None:
     doc, sep, number = pid.rpartition(":")
     return (doc, int(number)) if sep and doc and number.isdigit() else None
@@ -126,7 +77,7 @@ def _grouped(items: Iterator[tuple[str, str]], source: Path) -> Iterator[tuple[K
 
 
 def _jsonl_md5s(path: Path) -> Iterator[tuple[str, str]]:
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -154,13 +105,12 @@ def _index_md5s(index: Path) -> Iterator[tuple[str, str]]:
         live = autoclass("org.apache.lucene.index.MultiBits").getLiveDocs(reader)
         stored, postings = reader.storedFields(), None
         enum = terms.iterator() if terms is not None else None
-        no_more = 2147483647  # DocIdSetIterator.NO_MORE_DOCS
         while enum is not None and enum.next() is not None:
             postings = enum.postings(postings, 0)
             doc = postings.nextDoc()
-            while doc != no_more and live is not None and not live.get(doc):
+            while doc != NO_MORE_DOCS and live is not None and not live.get(doc):
                 doc = postings.nextDoc()
-            if doc == no_more:
+            if doc == NO_MORE_DOCS:
                 continue
             record = stored_record(stored.document(doc))
             if record is None:

@@ -15,9 +15,10 @@ Pyserini (same ranking, slower).
 
 from __future__ import annotations
 
+import gc
 import sys
-from collections.abc import Sequence
 from functools import lru_cache
+from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -71,6 +72,7 @@ class Bm25Searcher:
             self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
                 "id", getattr(autoclass("org.apache.lucene.search.SortField$Type"), kind)))
         self._texts: Any = None
+        _freeze_startup_heap()
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
         if not query.strip():
@@ -117,10 +119,22 @@ class Bm25Searcher:
 
 def hits(top: Any) -> list[Hit]:
     """A ``TopHits`` ranking as Hits: the ids cross from Java as one string (a String per hit costs more than the
-    search at k=1000)."""
+    search at k=1000); each Hit is made by ``tuple.__new__`` in C (``Hit(...)`` runs NamedTuple's Python
+    ``__new__``: 1.8x the CPU per hit)."""
     scores = top.scores
     ids = top.joinedIds.split("\n") if len(scores) else []
-    return list(map(Hit, ids if len(ids) == len(scores) else top.ids, scores))  # an id with a newline: one by one
+    pairs = zip(ids if len(ids) == len(scores) else top.ids, scores)  # an id with a newline: one by one
+    return list(map(tuple.__new__, repeat(Hit), pairs))
+
+
+@lru_cache(maxsize=None)
+def _freeze_startup_heap() -> None:
+    """Move the objects alive once the JVM and Pyserini are loaded (about half a million: modules, classes,
+    functions) to the garbage collector's permanent generation, once per process. Hits are tuples the collector
+    tracks; a batch of 332 x 1000 of them triggers full collections that otherwise walk that whole startup heap
+    again each time: 25-35% of a k=1000 search's CPU on a 200k-passage index. Frozen objects are still freed by
+    reference counting; only cycles among them are left uncollected."""
+    gc.freeze()
 
 
 @lru_cache(maxsize=None)

@@ -1,4 +1,5 @@
-"""Which passage ids exist in the collection: an id file, the organizers' hash file, or a Lucene index.
+"""Which passage ids exist in the collection: an id file, the organizers' hash file (plain or .bz2), or a Lucene
+index.
 
 Each source answers ``missing(ids) -> set`` for the ids of one run, so a 116-million-line hash file
 is streamed once, keeping nothing but the run's ids, instead of being loaded into memory.
@@ -6,13 +7,14 @@ is streamed once, keeping nothing but the run's ids, instead of being loaded int
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Protocol
 
 from tqdm import tqdm
 
 from ikatkit.errors import IkatError
+from ikatkit.index.hashes import is_hash_file, open_text, read_hashes
 
 
 class PassageIds(Protocol):
@@ -20,7 +22,8 @@ class PassageIds(Protocol):
 
 
 class IdFile:
-    """One passage id per line, or the organizers' ``doc_id<TAB>passage_no<TAB>md5`` hash file."""
+    """One passage id per line, or the organizers' ``doc_id<TAB>passage_no<TAB>md5`` hash file (read by
+    :func:`ikatkit.index.hashes.read_hashes`); either plain, ``.bz2`` or ``.gz``."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -30,39 +33,41 @@ class IdFile:
 
     def missing(self, ids: set[str]) -> set[str]:
         left = set(ids)
-        with self.path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(tqdm(handle, desc="passage ids", unit=" lines", disable=None), start=1):
-                cols = line.rstrip("\n").split("\t")
-                if len(cols) == 3:
-                    pid = f"{cols[0]}:{cols[1]}"
-                elif len(cols) == 1 and len(cols[0].split()) == 1:
-                    pid = cols[0].strip()
-                elif len(cols) == 1 and not cols[0].strip():
-                    continue
-                else:
+        for pid in tqdm(self._ids(), desc="passage ids", unit=" lines", disable=None):
+            left.discard(pid)
+            if not left:
+                break
+        return left
+
+    def _ids(self) -> Iterator[str]:
+        if is_hash_file(self.path):
+            yield from (f"{doc}:{number}" for (doc, number), _ in read_hashes(self.path, strict=False))
+            return
+        with open_text(self.path) as handle:
+            for number, line in enumerate(handle, start=1):
+                words = line.split()
+                if len(words) > 1:
                     raise IkatError(f"expected one passage id or 3 tab-separated columns, found {line.strip()[:60]!r}",
                                     path=self.path, where=f"line {number}",
                                     fix="one passage id per line, or doc_id<TAB>passage_no<TAB>md5")
-                left.discard(pid)
-                if not left:
-                    break
-        return left
+                if words:
+                    yield words[0]
 
 
 class LuceneIds:
-    """The passages stored in a Lucene index (ids as indexed, ``doc_id:passage_no``)."""
+    """The passages stored in a Lucene index (ids as indexed, ``doc_id:passage_no``), opened as every index is
+    (:func:`ikatkit.index.lucene.open_index`) and looked up by their ``id`` terms."""
 
     def __init__(self, index: str | Path) -> None:
-        from ikatkit.java import import_pyserini
+        from ikatkit.index.lucene import IdLookup, open_index, open_reader
 
-        self.index = Path(index)
-        if not (self.index / "segments").exists() and not any(self.index.glob("segments_*")):
-            raise IkatError("not a Lucene index", path=self.index, fix="pass a folder built by `ikatkit index build`")
-        self._searcher = import_pyserini().LuceneSearcher(str(self.index))
+        self.index = open_index(index).path
+        self._reader = open_reader(self.index)
+        self._lookup = IdLookup(self._reader)
 
     def missing(self, ids: set[str]) -> set[str]:
         return {pid for pid in tqdm(sorted(ids), desc="passage ids", unit=" ids", disable=None)
-                if self._searcher.doc(pid) is None}
+                if self._lookup.doc(pid) is None}
 
 
 class IdSet:
