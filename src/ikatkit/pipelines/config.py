@@ -254,13 +254,17 @@ class Resources:
                 if getattr(obj, "stats", None) is not None}
 
 
-def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
+def build_stages(config: RunConfig, resources: Resources,
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None) -> list[Stage]:
     """Instantiate the config's stages, resolving resource names to built objects; each stage's
-    ``resource_names`` is set to ``{parameter: resource name}`` (see :class:`~ikatkit.pipelines.base.Stage`)."""
+    ``resource_names`` is set to ``{parameter: resource name}`` (see :class:`~ikatkit.pipelines.base.Stage`).
+    ``overrides`` (stage name -> constructor options) changes how some stages are built, not the config: a
+    training loop builds the stage it trains without the file it is about to write."""
     built: list[Stage] = []
     for i, spec in enumerate(config.stages):
         names = {param: name for param, name in spec.resources.items() if name}
-        params = {**spec.options, **{param: resources.get(name) for param, name in names.items()}}
+        params = {**spec.options, **(overrides or {}).get(spec.name, {}),
+                  **{param: resources.get(name) for param, name in names.items()}}
         try:
             stage = spec.cls(**params)
         except IkatError as err:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +55,17 @@ class Pipeline:
         self.seconds: dict[str, float] = {}
 
     @classmethod
-    def from_config(cls, config: RunConfig, index: str | Path | None = None, out: Path | None = None) -> Pipeline:
+    def from_config(cls, config: RunConfig, index: str | Path | None = None, out: Path | None = None,
+                    overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Pipeline:
         """The config's stages over its resources (built on first use, cached under :func:`cache_root`), torch
-        set to the config's ``threads``, and every stage bound to ``out`` (where a stage keeps files of its own)."""
+        set to the config's ``threads``, and every stage bound to ``out`` (where a stage keeps files of its own);
+        ``overrides``: see :func:`~ikatkit.pipelines.config.build_stages`."""
         if config.threads:
             import torch
 
             torch.set_num_threads(config.threads)
         resources = Resources(config, index, cache_root())
-        stages = build_stages(config, resources)
+        stages = build_stages(config, resources, overrides)
         if out is not None:
             for stage in stages:
                 stage.bind_out(out)

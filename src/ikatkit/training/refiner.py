@@ -48,8 +48,8 @@ def _train(config_path: str | Path, topics_path: str | Path, out: str | Path, in
     if not records:
         raise IkatError("no training turn has a canonical response", path=topics_path,
                         fix="train on topics with responses (the 2023 train or test topics)")
-    tables = [dict(spec, selector="") if spec.name == "refine_memory" else spec for spec in config.stages[: end + 1]]
-    pipeline = Pipeline.from_config(with_stages(config, tables), index)  # the selector not yet fitted: none used
+    pipeline = Pipeline.from_config(with_stages(config, config.stages[: end + 1]), index,
+                                    overrides={"refine_memory": {"selector": ""}})  # the selector it is about to fit
     pipeline.check(records)
     before, refiner, respond = (Pipeline(pipeline.stages[:at]), pipeline.stages[at], Pipeline(pipeline.stages[at + 1:]))
     assert isinstance(refiner, RefineMemory)
