@@ -12,7 +12,7 @@ import time
 
 from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.runner import run_stage
+from ikatkit.pipelines.pipeline import run_stage
 
 
 class Nothing(Stage):

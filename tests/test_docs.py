@@ -12,8 +12,6 @@ from ikatkit import docgen
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.glob("*.md"))]
-# Pages other branches write; linked before they are merged, so a missing one is skipped, not failed.
-WRITTEN_ELSEWHERE = {"prebuilt-index.md", "interactive.md", "response-agreement.md", "stages-registry.md"}
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -61,7 +59,7 @@ def test_relative_links_point_to_existing_files():
             if not path or re.match(r"[a-z]+:", path):
                 continue
             resolved = (page.parent / path).resolve()
-            if not resolved.exists() and resolved.name not in WRITTEN_ELSEWHERE:
+            if not resolved.exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
 
@@ -72,3 +70,16 @@ def test_readme_is_short_and_the_index_links_every_page():
     assert "make demo" in readme and "make test" in readme and "docs/index.md" in LINK.findall(readme)
     indexed = {Path(t).name for t in LINK.findall((DOCS / "index.md").read_text(encoding="utf-8"))}
     assert not {p.name for p in DOCS.glob("*.md")} - indexed - {"index.md"}
+
+
+def test_development_layout_matches_the_tree():
+    """docs/development.md's layout names every package of src/ikatkit, and everything it names exists."""
+    page = (DOCS / "development.md").read_text(encoding="utf-8")
+    block = page.split("## Layout", 1)[1].split("```", 2)[1]
+    src = ROOT / "src" / "ikatkit"
+    named = set(re.findall(r"^  (\S+?/|\S+?\.py)\s", block, flags=re.MULTILINE))
+    packages = {p.parent.name + "/" for p in src.glob("*/__init__.py")}
+    assert not packages - named, f"packages missing from the layout: {sorted(packages - named)}"
+    assert all((src / name).exists() for name in named), sorted(n for n in named if not (src / n).exists())
+    tops = set(re.findall(r"^(\S+/)\s", block, flags=re.MULTILINE)) - {"src/ikatkit/"}
+    assert tops and all((ROOT / name).is_dir() for name in tops), tops

@@ -230,6 +230,50 @@ def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, co
 # ---------------------------------------------------------------- errors, each one line with its fix
 
 
+def test_resume_after_a_model_changed_is_refused(demo_topics, demo_index, token, tmp_path):
+    """As `ikatkit run`, the interactive run's fingerprint covers each resource's model by content: a model file
+    changed between two calls of the same command stops the second one (before, it went on with the new model)."""
+    model = tmp_path / "encoder"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"first")
+    config = tmp_path / "with-model.toml"  # the encoder is declared, never built: no stage takes a ranker
+    config.write_text(CONFIG + f'\n[resources.encoder]\nkind = "bi-encoder"\nmodel = "{model}"\n', encoding="utf-8")
+    with serve(sim_of(demo_topics.subset(["demo-1"]))) as url:
+        first = run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False)
+        assert first.turns and not first.already_complete
+        assert run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False).already_complete
+        (model / "weights.bin").write_bytes(b"second")
+        with pytest.raises(IkatError, match="another config fingerprint"):
+            run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False)
+
+
+def test_wrong_address_says_to_check_it_or_start_the_server(config, token, tmp_path):
+    """#37: nothing listening at --api is not a resumable stop of a run but a wrong address or a server down."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(Unavailable) as err:
+        run_interactive(config, f"http://127.0.0.1:{port}", "r", tmp_path / "out", retries=0, progress=False)
+    assert "cannot connect" in err.value.message and "check --api" in err.value.fix
+    assert "start the server" in err.value.fix
+
+
+def test_a_manual_config_warns_before_the_first_turn(config, token, tmp_path, capsys):
+    """#37: gold rewrites and PTKB do not exist in the interactive task: said before anything is sent."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(Unavailable):
+        run_interactive(config, f"http://127.0.0.1:{port}", "r", tmp_path / "out", retries=0)
+    err = capsys.readouterr().err
+    assert "manual_query reads the manual rewrite (resolved_utterance)" in err and "gold_ptkb" in err
+    assert "no gold rewrites" in err
+
+
 def test_token_missing_or_rejected(demo_topics, config, demo_index, monkeypatch, tmp_path):
     monkeypatch.delenv("IKAT_API_TOKEN", raising=False)
     with pytest.raises(IkatError, match="IKAT_API_TOKEN is not set.*fix: export IKAT_API_TOKEN"):
@@ -249,12 +293,14 @@ def test_run_id_taken_or_complete(demo_topics, config, demo_index, token, tmp_pa
             run_interactive(config, url, "done", tmp_path / "b", index=demo_index)
 
 
-def test_422_shows_the_server_detail(demo_topics):
+def test_a_response_the_protocol_refuses_is_not_sent(demo_topics):
+    """The client checks its bodies with the server's own models (messages.py): the server's words, nothing sent."""
     with serve(sim_of(demo_topics)) as url:
         client = ApiClient(url, TOKEN)
-        client.start("r", "d", {})
-        with pytest.raises(IkatError, match="422: response: Value error, Response is too long \\(300 tokens\\)"):
+        first = client.start("r", "d", {})
+        with pytest.raises(IkatError, match="not sent: response: Value error, Response is too long \\(300 tokens\\)"):
             client.continue_("r", " ".join(["w"] * 300), {}, {})
+        assert client.session("r")["history"] == first["history"]  # the server saw no answer
         client.close()
 
 

@@ -234,7 +234,7 @@ def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, top
 def test_the_lock_file_goes_however_a_run_ends(tmp_path, topics):
     """A run that fails on bad input, or is interrupted, removes run.lock too (a killed one cannot: its flock is
     free, the test above)."""
-    from ikatkit.pipelines.runner import run_lock
+    from ikatkit.lock import run_lock
 
     config = _write(tmp_path, BM25_EXTRACTIVE)
     out = tmp_path / "out"

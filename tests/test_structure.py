@@ -22,7 +22,7 @@ from ikatkit.llm.base import LLM
 from ikatkit.pipelines.base import INITIAL_FIELDS, SHARED_FIELDS, Stage
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.registry import BUILTIN_MODULES, stage_class, stage_names, stage_table
-from ikatkit.pipelines.runner import RECORD_FIELDS, run_stage
+from ikatkit.pipelines.pipeline import RECORD_FIELDS, run_stage
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -192,7 +192,7 @@ def test_a_third_party_stage_through_the_entry_point(tmp_path, demo_dir):
         from ikatkit.pipelines.config import Resources, build_stages
         from ikatkit.pipelines.record import records_for
         from ikatkit.pipelines.registry import stage_names
-        from ikatkit.pipelines.runner import run_stage
+        from ikatkit.pipelines.pipeline import run_stage
         from ikatkit.topics import load_topics
         config = load_config({str(config)!r})
         [stage] = build_stages(config, Resources(config, None, None))

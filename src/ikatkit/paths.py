@@ -3,8 +3,11 @@
 ``$IKATKIT_CACHE`` when set; else ``.cache/ikatkit`` of the ikatkit checkout the user stands in (the folder, or a
 folder above it, whose ``pyproject.toml`` names the ``ikatkit`` project); else the user's cache folder,
 ``$XDG_CACHE_HOME/ikatkit`` or ``~/.cache/ikatkit`` (an installed wheel never writes into the working folder).
-Within :func:`cache_at` (``ikatkit run --cache DIR``) the root is another folder, for everything cached there
-(Java helpers and OpenVINO models included); no environment variable is changed.
+Within :func:`cache_at` the root is another folder, for everything cached there (Java helpers and OpenVINO models
+included); no environment variable is changed. It is the one way to choose the root: ``--cache DIR`` of ``run`` and
+``interactive``, and the ``cache_dir`` of :func:`~ikatkit.pipelines.runner.run_pipeline`,
+:func:`~ikatkit.interactive.driver.run_interactive` and :func:`~ikatkit.training.refiner.train_refiner`, enter it;
+``ikatkit demo`` enters it with ``<out>/cache``.
 """
 
 from __future__ import annotations

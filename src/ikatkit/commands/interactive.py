@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +24,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="track what the user reveals about themselves (track_persona stage; sent as "
                         "extra.track_persona)")
     p.add_argument("--citations", type=int, default=1000, help="citations per response: the ranking's top k (<=1000)")
-    p.add_argument("--cache", help="cache folder (default $IKATKIT_CACHE or .cache/ikatkit)")
+    p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, OpenVINO models, compiled Java helpers "
+                                   "(default: $IKATKIT_CACHE, else .cache/ikatkit in a checkout, else "
+                                   "~/.cache/ikatkit)")
     p.add_argument("--retries", type=int, default=4, help="retries with exponential backoff after a server error")
     p.set_defaults(func=run)
 
@@ -36,9 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ikatkit.pipelines.config import load_config
     from ikatkit.pipelines.preflight import preflight
 
-    preflight(load_config(args.config))
-    if args.cache:
-        os.environ["IKATKIT_CACHE"] = str(Path(args.cache).resolve())
+    preflight(load_config(args.config))  # every model, GPU option and server the config names, before anything loads
     outcome = run_interactive(args.config, args.api, args.run_id, args.out, index=args.index, debug=args.debug,
                               description=args.description, track_persona=args.track_persona, cache_dir=args.cache,
                               k=args.citations, retries=args.retries)

@@ -35,7 +35,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-validate", action="store_true", help="skip validating the written run")
 
     def run(args: argparse.Namespace) -> int:
-        from ikatkit.paths import cache_at
         from ikatkit.pipelines import load_config, run_pipeline
         from ikatkit.pipelines.preflight import preflight
         from ikatkit.pipelines.queries import use_query_file
@@ -48,9 +47,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         if args.queries:
             config = use_query_file(config, args.queries)
         preflight(config)  # every model, GPU option and server the config names, before anything loads
-        with cache_at(args.cache):  # Java helpers and OpenVINO models too, as run_pipeline's cache_dir holds the rest
-            outcome = run_pipeline(config, topics, args.out, index=args.index, cache_dir=args.cache,
-                                   validate=not args.no_validate, restart=args.restart)
+        outcome = run_pipeline(config, topics, args.out, index=args.index, cache_dir=args.cache,
+                               validate=not args.no_validate, restart=args.restart)
         print(outcome.summary())
         return 0 if outcome.valid in (True, None) else 1
 

@@ -3,6 +3,8 @@
 Reads (``/run/session``, ``/run/status``, ``/run/dump``, ``/budget/check``, ``/auth/verify``) are retried on
 server errors and timeouts with exponential backoff; ``start`` and ``continue`` are not (a retry could answer one
 utterance twice): they raise :class:`Unavailable` and the driver re-synchronises from ``/run/session`` first.
+Requests are built from the protocol's pydantic models and user messages read through them
+(:mod:`ikatkit.interactive.messages`), so a message of another shape is one IkatError.
 The token is held in memory only and never appears in an error or a log.
 """
 
@@ -13,8 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx2 as httpx
+from pydantic import BaseModel, ValidationError
 
 from ikatkit.errors import IkatError
+from ikatkit.interactive.messages import AssistantResponse, RunMeta, UserMessage
 
 TOKEN_FIX = "export IKAT_API_TOKEN=<the token the organizers issued your team> (never in a file or a command line)"
 
@@ -33,6 +37,16 @@ def _detail(response: httpx.Response) -> str:
     return str(detail)
 
 
+def _body(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
+    """A request's JSON body, checked by the protocol's ``model`` before it is sent (as the server would check it)."""
+    try:
+        return model(**fields).model_dump(exclude_none=True)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+        raise IkatError(f"the {model.__name__} breaks the protocol, not sent: {problems}",
+                        fix="report this as an ikatkit bug with the turn file under --out/turns") from None
+
+
 class ApiClient:
     """The endpoints of one API base URL for one team token; ``debug`` uses ``/debug/*`` (not evaluated)."""
 
@@ -49,6 +63,7 @@ class ApiClient:
     def _send(self, method: str, path: str, *, retry: bool, accept: tuple[int, ...] = (),
               **kwargs: Any) -> httpx.Response:
         tries = self.retries + 1 if retry else 1
+        fix = "rerun the same command to resume: the run and every computed turn are kept"
         for attempt in range(tries):
             try:
                 response = self.http.request(method, path, **kwargs)
@@ -57,13 +72,24 @@ class ApiClient:
                 problem = f"HTTP {response.status_code}: {_detail(response)}"
             except httpx.TimeoutException:
                 problem = "timed out"
+            except httpx.ConnectError as err:  # nothing listens there: a wrong address, or the server is down
+                problem = f"cannot connect ({type(err).__name__})"
+                fix = (f"check --api (scheme, host and port of {self.base_url}), or start the server (`ikatkit "
+                       "simulate` serves one locally); then rerun the same command: every computed turn is kept")
             except httpx.TransportError as err:
                 problem = f"unreachable ({type(err).__name__})"
             if attempt + 1 < tries:
                 self.sleep(self.backoff * 2 ** attempt)
         raise Unavailable(f"{method} {path} failed: {problem}" + (f" ({tries} tries)" if tries > 1 else ""),
-                          where=self.base_url, fix="rerun the same command to resume: the run and every computed "
-                                                   "turn are kept")
+                          where=self.base_url, fix=fix)
+
+    def _message(self, response: httpx.Response, what: str) -> dict[str, Any]:
+        """The user message the server answered, read through :class:`UserMessage`."""
+        try:
+            return UserMessage.model_validate(response.json()).model_dump()
+        except (ValueError, ValidationError) as err:
+            raise IkatError(f"the server's {what} is not a user message: {str(err)[:300]}", where=self.base_url,
+                            fix="check --api: it must be the iKAT simulation API (or `ikatkit simulate`)") from None
 
     def _check(self, response: httpx.Response, what: str, run_id: str | None = None) -> None:
         code = response.status_code
@@ -111,19 +137,19 @@ class ApiClient:
 
     def start(self, run_id: str, description: str, extra: dict[str, Any]) -> dict[str, Any]:
         response = self._send("POST", f"/{self.api}/start", retry=False,
-                              json={"run_id": run_id, "description": description, "extra": extra})
+                              json=_body(RunMeta, run_id=run_id, description=description, extra=extra))
         self._check(response, "run start", run_id)
-        return response.json()
+        return self._message(response, "answer to the run start")
 
     def continue_(self, run_id: str, response: str, citations: dict[str, float],
                   meta: dict[str, Any]) -> dict[str, Any] | None:
         """The next user message; None when the run has no open topic left (the server's 400)."""
-        answer = self._send("POST", f"/{self.api}/continue", retry=False,
-                            json={"run_id": run_id, "response": response, "citations": citations, "meta": meta})
+        answer = self._send("POST", f"/{self.api}/continue", retry=False, json=_body(
+            AssistantResponse, run_id=run_id, response=response, citations=citations, meta=meta))
         if answer.status_code == 400 and "no more open topics" in _detail(answer).lower():
             return None
         self._check(answer, "response", run_id)
-        return answer.json()
+        return self._message(answer, "answer to the response")
 
     def session(self, run_id: str) -> dict[str, Any] | None:
         """The open session's last user message; None when no session is open (404 here, 500 at the organizers')."""
@@ -131,7 +157,7 @@ class ApiClient:
         if response.status_code in (404, 428, 500):
             return None
         self._check(response, "session query", run_id)
-        return response.json()
+        return self._message(response, "open session")
 
     def status(self, run_id: str) -> dict[str, Any] | None:
         """``{status, done_topics, open_topics}``; None for a run the server does not know (404)."""

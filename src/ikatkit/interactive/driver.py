@@ -20,31 +20,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ikatkit import jsonl
 from ikatkit.atomic import atomic_open, write_json
 from ikatkit.errors import IkatError
 from ikatkit.interactive.client import TOKEN_FIX, ApiClient, Unavailable
 from ikatkit.interactive.state import RunState, load_turn, save_turn
-from ikatkit.runs.tokens import fit_response
-from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
+from ikatkit.paths import cache_at, cache_root
+from ikatkit.pipelines.config import RunConfig, load_config, with_stages
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
+from ikatkit.pipelines.pipeline import Pipeline, tally
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.runner import package_versions, run_lock, run_stage
+from ikatkit.lock import run_lock
+from ikatkit.pipelines.runner import package_versions
+from ikatkit.runs.io import from_records, write_run
 from ikatkit.runs.model import strictly_decreasing
+from ikatkit.runs.tokens import fit_response
 
 PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb")
 MAX_CITATIONS = 1000
+GOLD_STAGES = {"manual_query": "the manual rewrite (resolved_utterance)", "gold_ptkb": "the gold PTKB"}
 
 
 def with_persona_tracking(config: RunConfig) -> RunConfig:
     """The config with a ``track_persona`` stage before its PTKB stages (first, without any), unless it has one."""
-    names = [s["stage"] for s in config.stages]
+    names = config.names()
     if "track_persona" in names:
         return config
     at = min((names.index(n) for n in PTKB_STAGES if n in names), default=0)
-    stages = [*config.stages[:at], {"stage": "track_persona"}, *config.stages[at:]]
-    raw = dict(config.raw, stages=stages)
-    return RunConfig(config.name, config.run_type, config.resources, stages, config.batch_size, config.team_id,
-                     config.description, config.path, raw, config.threads)
+    return with_stages(config, [*config.stages[:at], {"stage": "track_persona"}, *config.stages[at:]])
+
+
+def gold_readers(config: RunConfig) -> list[str]:
+    """``stage reads what`` for each of the config's stages that reads what only topic files have (the manual
+    rewrite, the gold PTKB): the interactive task's messages have neither."""
+    return [f"{spec.name} reads {GOLD_STAGES[spec.name]}" for spec in config.stages if spec.name in GOLD_STAGES]
 
 
 def record_of(message: dict[str, Any]) -> TurnRecord:
@@ -68,33 +77,19 @@ def turn_number(message: dict[str, Any]) -> int:
 
 
 class Answerer:
-    """The config's stages over one user message at a time; resources are built on the first call. Stages that
-    keep files of their own (``track_persona``'s store) keep them under ``out``."""
+    """The config's pipeline over one user message at a time, built (resources loaded) on the first call; stages
+    that keep files of their own (``track_persona``'s store) keep them under ``out``."""
 
-    def __init__(self, config: RunConfig, index: str | Path | None, cache: Path, k: int, out: Path) -> None:
-        self.config, self.index, self.cache, self.k, self.out = config, index, cache, k, out
-        self.stages: list[Any] | None = None
-        self.resources: Resources | None = None
+    def __init__(self, config: RunConfig, index: str | Path | None, k: int, out: Path) -> None:
+        self.config, self.index, self.k, self.out = config, index, k, out
+        self.pipeline: Pipeline | None = None
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self.stages is None:
-            if self.config.threads:
-                import torch
-
-                torch.set_num_threads(self.config.threads)
-            self.resources = Resources(self.config, self.index, self.cache)
-            self.stages = build_stages(self.config, self.resources)
-            for stage in self.stages:
-                if hasattr(stage, "bind_out"):  # track_persona keeps its per-user store in <out>/persona
-                    stage.bind_out(self.out)
-        batch, seconds = [record_of(message)], {}
-        for stage in self.stages:
-            if hasattr(stage, "check_records"):
-                stage.check_records(batch)
-            start = time.perf_counter()
-            batch = run_stage(stage, batch)  # the contract enforced as in `ikatkit run`
-            seconds[stage.name] = seconds.get(stage.name, 0.0) + time.perf_counter() - start
-        record = batch[0]
+        if self.pipeline is None:
+            self.pipeline = Pipeline.from_config(self.config, self.index, self.out)
+        batch = [record_of(message)]
+        self.pipeline.check(batch)
+        [record] = self.pipeline(batch)
         response, cut = fit_response(record.response)
         if cut:
             record.notes.append("response cut at a sentence boundary to the API's 250 tokens")
@@ -103,7 +98,7 @@ class Answerer:
                 "used_passages": [pid for pid in record.used if pid in citations]}
         return {"qid": record.qid, "topic_id": message["topic_id"], "user_id": message["user_id"],
                 "utterance": message["utterance"], "history_len": len(message["history"]),
-                "record": record.to_json(), "seconds": seconds, "cut": cut,
+                "record": record.to_json(), "seconds": self.pipeline.seconds, "cut": cut,
                 "sent": {"response": response, "citations": citations, "meta": meta}}
 
 
@@ -135,13 +130,13 @@ class InteractiveRun:
     """One run against one API, kept under ``out``."""
 
     def __init__(self, config: RunConfig, client: ApiClient, run_id: str, out: Path, *, index: str | Path | None,
-                 cache: Path, debug: bool, description: str, extra: dict[str, Any], k: int, tries: int = 4,
+                 debug: bool, description: str, extra: dict[str, Any], k: int, tries: int = 4,
                  backoff: float = 1.0, progress: bool = True) -> None:
         self.config, self.client, self.run_id, self.out, self.debug = config, client, run_id, out, debug
         self.description, self.extra, self.index = description, extra, index
         self.tries, self.backoff, self.progress = tries, backoff, progress
-        self.parts = fingerprint_parts(config.raw, [], 0, index, models=False)
-        self.answerer = Answerer(config, index, cache, k, out)
+        self.parts = fingerprint_parts(config.raw, [], 0, index, cache_root() / "digests")  # models too, as `run`
+        self.answerer = Answerer(config, index, k, out)
         self.computed = 0
         state = RunState.load(out)
         if state is not None:
@@ -291,15 +286,9 @@ class InteractiveRun:
             matches = strip == mine and [r["metadata"] for r in rows] == [r["metadata"] for r in local]
         dump_file = self.out / f"{self.run_id}.jsonl"
         with atomic_open(dump_file) as handle:
-            handle.writelines(json.dumps(row) + "\n" for row in rows)
-        trec_file = self.out / f"{self.run_id}.trec"
-        with atomic_open(trec_file) as handle:  # the citations as the server recorded them
-            for row in rows:
-                answer = row["responses"][0]
-                if answer["assistant_text"] is None:
-                    continue
-                for rank, (pid, score) in enumerate((answer["assistant_citations"] or {}).items(), start=1):
-                    handle.write(f"{row['metadata']['topic_id']} Q0 {pid} {rank} {score!r} {self.run_id}\n")
+            jsonl.write(handle, rows)
+        trec_file = self.out / f"{self.run_id}.trec"  # the citations as the server recorded them
+        write_run(from_records(list(enumerate(rows, start=1)), "interactive"), trec_file, "trec")
         turns = [t for t in (load_turn(self.out, q) for q in self.state.turns) if t and "sent" in t]
         manifest_file = self.out / "manifest.json"
         write_json(manifest_file, self.manifest(turns, rows, source, matches))
@@ -315,15 +304,10 @@ class InteractiveRun:
         per_turn = [sum(t["seconds"].values()) for t in turns]
         http = [t["http_seconds"] for t in turns if "http_seconds" in t]
         stages: dict[str, float] = {}
-        notes: dict[str, int] = {}
-        guarded: dict[str, int] = {}
         for turn in turns:
             for name, value in turn["seconds"].items():
                 stages[name] = stages.get(name, 0.0) + value
-            for note in turn["record"]["notes"]:
-                notes[note] = notes.get(note, 0) + 1
-            for stage in turn["record"]["rejected"]:
-                guarded[stage] = guarded.get(stage, 0) + 1
+        notes, guarded = tally(TurnRecord.from_json(turn["record"]) for turn in turns)
 
         def pct(values: list[float]) -> dict[str, float | None]:
             if not values:
@@ -344,7 +328,7 @@ class InteractiveRun:
             "seconds_per_stage": {k: round(v, 3) for k, v in stages.items()},
             "seconds_per_turn": pct(per_turn), "http_seconds_per_turn": pct(http),
             "notes": notes, "guarded_llm_outputs": guarded,
-            "resource_stats": self.answerer.resources.stats if self.answerer.resources else {},
+            "resource_stats": self.answerer.pipeline.stats if self.answerer.pipeline else {},
             "dump": {"file": f"{self.run_id}.jsonl", "source": source, "rows": len(rows), "matches_local": matches},
             "trec": f"{self.run_id}.trec", "versions": package_versions(),
         }
@@ -355,27 +339,30 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
                     track_persona: bool = False, cache_dir: str | Path | None = None, k: int = MAX_CITATIONS,
                     retries: int = 4, backoff: float = 1.0, timeout: float = 300.0, progress: bool = True) -> Outcome:
     """Take part in run ``run_id`` at ``api`` with ``config``, keeping everything under ``out``; the token only
-    from ``$IKAT_API_TOKEN``."""
-    from ikatkit.paths import cache_root
-
+    from ``$IKAT_API_TOKEN``. ``cache_dir``: the cache root (:func:`ikatkit.paths.cache_at`)."""
     token = os.environ.get("IKAT_API_TOKEN", "").strip()
     if not token:
         raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
     if not 1 <= k <= MAX_CITATIONS:
         raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}", fix="the API takes up to 1000 citations")
+    if not run_id or any(c.isspace() for c in run_id):
+        raise IkatError(f"run id {run_id!r} is empty or has spaces", where="--run-id",
+                        fix="choose a run id without spaces (it is also the TREC run's tag)")
     config = config if isinstance(config, RunConfig) else load_config(config)
     if track_persona:
         config = with_persona_tracking(config)
+    if progress and (gold := gold_readers(config)):
+        print(f"warning: {config.path or config.name}: {'; '.join(gold)}, and the interactive task has no gold "
+              "rewrites or PTKB: the raw utterance is used and no PTKB statement is chosen (for a real run pick an "
+              "automatic config, e.g. configs/demo.toml)", file=sys.stderr, flush=True)
     description = description or config.description or config.name
     extra = {"ikatkit_config": config.name, "track_persona": track_persona}
     out = Path(out)
     client = ApiClient(api, token, debug=debug, retries=retries, backoff=backoff, timeout=timeout)
     try:
-        with run_lock(out):
-            run = InteractiveRun(config, client, run_id, out, index=index,
-                                 cache=Path(cache_dir) if cache_dir else cache_root(), debug=debug,
-                                 description=description, extra=extra, k=k, tries=retries, backoff=backoff,
-                                 progress=progress)
+        with cache_at(cache_dir), run_lock(out):
+            run = InteractiveRun(config, client, run_id, out, index=index, debug=debug, description=description,
+                                 extra=extra, k=k, tries=retries, backoff=backoff, progress=progress)
             return run.run()
     finally:
         client.close()

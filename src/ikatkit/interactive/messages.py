@@ -1,5 +1,7 @@
 """The simulation API's messages, as the organizers' server defines them (``api/messages.py`` of
-``marcel-gohsen/user-simulation-api``): the local simulator validates with these, the client sends and reads them."""
+``marcel-gohsen/user-simulation-api``): the local simulator validates requests with these; the client
+(:mod:`ikatkit.interactive.client`) builds its ``start`` and ``continue`` bodies with them and reads every user
+message through :class:`UserMessage`."""
 
 from __future__ import annotations
 

@@ -11,11 +11,22 @@ A stage is one ``transform`` over a batch of turn records. Its contract is decla
   answers from every PTKB statement before ``classify_ptkb`` chose some: the GtR design);
 - ``provides``: fields it sets; ``single_list_provides``: fields it sets only while each turn has one candidate list.
 
-Every stage may append to ``notes`` and set its own entry of ``rejected`` (:data:`SHARED_FIELDS`). The runner
-checks after each transform that a stage changed no other field (:func:`ikatkit.pipelines.runner.run_stage`).
-A stage with a ``summary_key`` writes ``summary(records, seconds)`` into the run's manifest under that key.
-``check(options, run_type)`` rejects bad options at config load; ``check_placement`` checks what needs the pipeline
-around the stage (the fields set before it, the kinds of its resources).
+Every stage may append to ``notes`` and set its own entry of ``rejected`` (:data:`SHARED_FIELDS`). The
+:class:`~ikatkit.pipelines.pipeline.Pipeline` checks after each transform that a stage changed no other field
+(:func:`ikatkit.pipelines.pipeline.run_stage`). A stage with a ``summary_key`` writes ``summary(records, seconds)``
+into the run's manifest under that key.
+
+Hooks, each with a do-nothing default, that a stage overrides when it needs them:
+
+- at config load (class methods, nothing built): ``check(options, run_type)`` rejects bad options;
+  ``ordered_reads(options)`` narrows ``ordered`` by the options; ``check_placement(options, placement)`` checks
+  what needs the pipeline around the stage (the fields set before it, the kinds of its resources);
+- once the pipeline is built (:class:`~ikatkit.pipelines.pipeline.Pipeline`): ``resource_names`` is set to
+  ``{parameter: resource name}`` (e.g. ``retrieve`` keys its candidates by its searcher's name); ``bind_out(out)``
+  gives a stage that keeps files of its own the run's folder (``track_persona``'s store);
+  ``check_records(records)`` rejects topics the stage cannot work on before any batch runs (``ikatkit run``
+  calls it with every turn of the topics, ``ikatkit interactive`` with each turn);
+- after a run: ``summary(records, seconds)`` (with ``summary_key``).
 
 Stage modules import this module (and :func:`ikatkit.pipelines.registry.register`); this module imports no stage.
 """
@@ -24,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ikatkit.errors import IkatError
@@ -55,6 +67,7 @@ class Stage:
     provides: ClassVar[tuple[str, ...]] = ()
     single_list_provides: ClassVar[tuple[str, ...]] = ()
     summary_key: ClassVar[str | None] = None  # the run manifest's key of :meth:`summary`, if the stage has one
+    resource_names: dict[str, str]  # {parameter: resource name}, set by build_stages on every stage it builds
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
@@ -79,6 +92,12 @@ class Stage:
         """For the run manifest (under ``summary_key``): what the stage did over a run's records, None if nothing;
         ``seconds`` is the stage's time in the run."""
         return None
+
+    def bind_out(self, out: Path) -> None:
+        """Keep the stage's own files under the run's output folder ``out`` (default: the stage keeps none)."""
+
+    def check_records(self, records: Sequence[TurnRecord]) -> None:
+        """Reject, with an IkatError, topics the stage cannot work on before any batch runs (default: none)."""
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         raise NotImplementedError

@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 import re
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +26,63 @@ TOP_LEVEL = {"name": str, "run_type": str, "description": str, "team_id": str, "
              "resources": dict, "stages": list}
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
+class StageSpec(Mapping[str, Any]):
+    """One checked ``[[stages]]`` table: its class, its options as written and the resource each resource
+    parameter uses (``{"searcher": "bm25", "llm": None}``, None for one left unset). Read as a mapping it is the
+    table as written (``spec["stage"]``, ``spec["k"]``, ``dict(spec)``)."""
+
+    cls: type[Stage]
+    options: Mapping[str, Any]
+    resources: Mapping[str, str | None]
+
+    @property
+    def name(self) -> str:
+        return self.cls.name
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        """The options with every resource parameter's resource name (what the checks of the order see)."""
+        return {**self.options, **self.resources}
+
+    def _table(self) -> dict[str, Any]:
+        return {"stage": self.name, **self.options}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self.options) + 1
+
+
+@dataclass(frozen=True)
 class RunConfig:
-    """A parsed run config; ``raw`` is the TOML as read (kept in the run's manifest)."""
+    """A parsed, checked run config. ``stages`` are checked specs; change them only with :func:`with_stages`, which
+    checks them again. ``toml`` is the file's top level without ``stages``; :attr:`raw` is the config as a TOML
+    table (kept in the run's manifest and fingerprint)."""
 
     name: str
     run_type: str
     resources: dict[str, dict[str, Any]]
-    stages: list[dict[str, Any]]
+    stages: tuple[StageSpec, ...]
     batch_size: int = 16
     team_id: str = ""
     description: str = ""
     path: Path | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    toml: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The config as a TOML table: the file's top level with the stages as they are now."""
+        return {**self.toml, "stages": [dict(spec) for spec in self.stages]}
+
+    def names(self) -> list[str]:
+        """The stages' names, in order."""
+        return [spec.name for spec in self.stages]
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -72,26 +116,41 @@ def load_config(path: str | Path) -> RunConfig:
     resources = raw.get("resources", {})
     for name, spec in resources.items():
         _check_resource(path, name, spec)
-    placed = []
-    for i, stage in enumerate(raw["stages"]):
+    top = {key: value for key, value in raw.items() if key != "stages"}
+    config = RunConfig(raw["name"], run_type, resources, (), raw.get("batch_size", 16), raw.get("team_id", ""),
+                       raw.get("description", ""), path, top, raw.get("threads"))
+    return _with_checked_stages(config, raw["stages"], text)
+
+
+def with_stages(config: RunConfig, tables: Sequence[Mapping[str, Any]]) -> RunConfig:
+    """``config`` with ``tables`` (``{"stage": name, **options}``, or specs) as its stages, checked as
+    :func:`load_config` checks a file's: the one way to edit a config's stages (``--queries``, ``--track-persona``,
+    training loops)."""
+    return _with_checked_stages(config, tables, "")
+
+
+def _with_checked_stages(config: RunConfig, tables: Sequence[Any], text: str) -> RunConfig:
+    """Each table's class, options and resources checked, then the order (``text``: the file, for line numbers)."""
+    path, specs = config.path, []
+    for i, stage in enumerate(tables):
         where = f"stages[{i}]"
-        if not isinstance(stage, dict):
+        if not isinstance(stage, Mapping):
             raise IkatError(f"stage {stage!r} is not a table", path=path, where=where,
                             fix='write each stage as [[stages]] with stage = "..." and its options')
         try:
             cls = stage_class(stage.get("stage") if isinstance(stage.get("stage"), str) else repr(stage.get("stage")))
         except IkatError as err:
             raise IkatError(err.message, path=path, where=where, fix=err.fix) from None
-        options = _check_stage_options(path, where, cls, stage, resources)
+        options = {k: v for k, v in stage.items() if k != "stage"}
+        resolved = _check_stage_options(path, where, cls, options, config.resources)
         try:
-            cls.check(options, run_type)
+            cls.check(resolved, config.run_type)
         except IkatError as err:
             place = stage_line(text, i, err.where) if err.where else f"{where} ({cls.name})"
             raise IkatError(err.message, path=path, where=place, fix=err.fix) from None
-        placed.append((cls, options))
-    check_order(placed, path, resources)
-    return RunConfig(raw["name"], run_type, resources, raw["stages"], raw.get("batch_size", 16),
-                     raw.get("team_id", ""), raw.get("description", ""), path, raw, raw.get("threads"))
+        specs.append(StageSpec(cls, options, {k: v for k, v in resolved.items() if k in PARAMS}))
+    check_order([(spec.cls, spec.resolved) for spec in specs], path, config.resources)
+    return replace(config, stages=tuple(specs))
 
 
 def _check_resource(path: Path, name: str, spec: Any) -> None:
@@ -102,10 +161,9 @@ def _check_resource(path: Path, name: str, spec: Any) -> None:
         raise IkatError(err.message, path=path, where=where, fix=err.fix) from None
 
 
-def _check_stage_options(path: Path, where: str, cls: type[Stage], stage: dict[str, Any],
+def _check_stage_options(path: Path | None, where: str, cls: type[Stage], options: dict[str, Any],
                          resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A stage's options checked against its signature, with the resource each parameter will use (or None)."""
-    options = {k: v for k, v in stage.items() if k != "stage"}
     accepted = inspect.signature(cls.__init__).parameters
     plain = {k: v for k, v in options.items() if k not in PARAMS or k not in accepted}
     try:
@@ -196,23 +254,23 @@ class Resources:
                 if getattr(obj, "stats", None) is not None}
 
 
-def build_stages(config: RunConfig, resources: Resources) -> list[Stage]:
-    """Instantiate the config's stages, resolving resource names to built objects; each stage that has a
-    ``resource_names`` attribute gets ``{parameter: resource name}``."""
+def build_stages(config: RunConfig, resources: Resources,
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None) -> list[Stage]:
+    """Instantiate the config's stages, resolving resource names to built objects; each stage's
+    ``resource_names`` is set to ``{parameter: resource name}`` (see :class:`~ikatkit.pipelines.base.Stage`).
+    ``overrides`` (stage name -> constructor options) changes how some stages are built, not the config: a
+    training loop builds the stage it trains without the file it is about to write."""
     built: list[Stage] = []
     for i, spec in enumerate(config.stages):
-        params = {k: v for k, v in spec.items() if k != "stage"}
-        cls = stage_class(spec["stage"])
-        names = {param: name for param, name in stage_resources(cls, params, config.resources).items() if name}
-        params.update({param: resources.get(name) for param, name in names.items()})
+        names = {param: name for param, name in spec.resources.items() if name}
+        params = {**spec.options, **(overrides or {}).get(spec.name, {}),
+                  **{param: resources.get(name) for param, name in names.items()}}
         try:
-            stage = cls(**params)
+            stage = spec.cls(**params)
         except IkatError as err:
             if err.path is not None:
                 raise
-            raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({spec['stage']})",
-                            fix=err.fix) from None
-        if hasattr(stage, "resource_names"):
-            stage.resource_names = names
+            raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({spec.name})", fix=err.fix) from None
+        stage.resource_names = names
         built.append(stage)
     return built

@@ -7,6 +7,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from ikatkit.atomic import write_json
+from ikatkit.paths import cache_at
 from ikatkit.pipelines.record import TurnRecord
 
 SHOWN_BY = "nDCG@3"  # the turn shown end to end: the median of this measure (representative_turn)
@@ -41,9 +42,11 @@ def run_demo(config: str | Path, out: str | Path) -> int:
 
     data, out = demo_data(), Path(out)
     index = out / "index"
-    manifest = build_index([data / "clueweb22"], index, fmt="clueweb22")
-    print(f"index {index}: {manifest['counts']['passages']} passages from {manifest['counts']['documents']} documents")
-    outcome = run_pipeline(config, data / "topics.json", out / "run", index=index, cache_dir=out / "cache")
+    with cache_at(out / "cache"):  # everything the demo caches (Java helpers and OpenVINO models too) under out
+        manifest = build_index([data / "clueweb22"], index, fmt="clueweb22")
+        print(f"index {index}: {manifest['counts']['passages']} passages from {manifest['counts']['documents']} "
+              "documents")
+        outcome = run_pipeline(config, data / "topics.json", out / "run", index=index)
     print(outcome.summary())
     passages = evaluate(outcome.run, load_qrels(data / "qrels.txt"))
     ranked_ptkb = any(response.ptkb for turn in outcome.run.turns for response in turn.responses)

@@ -63,13 +63,14 @@ def resource_identity(spec: dict[str, Any], memo: Path | None = None) -> dict[st
     return identity
 
 
-def threads(uses_torch: bool) -> dict[str, int]:
-    """The thread counts that change scores in the last bits (torch's; the CPUs OpenVINO uses)."""
+def threads(uses_torch: bool, configured: int | None = None) -> dict[str, int]:
+    """The thread counts that change scores in the last bits (torch's: the config's ``threads``, which the
+    pipeline sets, else torch's own; the CPUs OpenVINO uses)."""
     found = {"cpus": len(os.sched_getaffinity(0))}
     if uses_torch:
         import torch
 
-        found["torch"] = torch.get_num_threads()
+        found["torch"] = configured or torch.get_num_threads()
     return found
 
 
@@ -83,7 +84,8 @@ def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]],
         "topics": _sha({"year": year, "records": records}),
         "index": _sha(index_identity(index)),
         "ikatkit": __version__,
-        "threads": _sha(threads(any(spec.get("kind") != "bm25" for spec in resources.values()))),
+        "threads": _sha(threads(any(spec.get("kind") != "bm25" for spec in resources.values()),
+                                raw_config.get("threads"))),
     }
     for name, spec in sorted(resources.items()) if models else ():
         identity = resource_identity(spec, memo)

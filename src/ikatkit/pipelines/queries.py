@@ -7,12 +7,13 @@ fingerprint changes when the file does.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ikatkit.digest import file_digest as file_sha256  # the name FileQuery and pin_query_files use
 from ikatkit.errors import IkatError
+from ikatkit.pipelines.config import RunConfig, with_stages
 
 QUERY_STAGES = ("raw_query", "manual_query", "rewrite")
 
@@ -52,37 +53,42 @@ def queries_for(kind: str, topics: str | Path | None) -> dict[str, str]:
     return read_queries(kind)
 
 
-def use_query_file(config: Any, path: str | Path) -> Any:
+def use_query_file(config: RunConfig, path: str | Path) -> RunConfig:
     """``config`` with its queries read from ``path``: the path goes into its ``file_query`` stage, or a
     ``file_query`` stage replaces its query stage (``raw_query``, ``manual_query`` or ``rewrite``)."""
-    stages = [dict(s) for s in config.stages]
-    places = [i for i, s in enumerate(stages) if s["stage"] == "file_query"] or \
-             [i for i, s in enumerate(stages) if s["stage"] in QUERY_STAGES]
+    names = config.names()
+    places = [i for i, n in enumerate(names) if n == "file_query"] or [i for i, n in enumerate(names)
+                                                                         if n in QUERY_STAGES]
     if len(places) != 1:
         raise IkatError(f"--queries needs one query stage to replace; this config has {len(places)}",
                         path=config.path, fix=f"give the config one file_query stage or one of {QUERY_STAGES}")
-    stages[places[0]] = {"stage": "file_query", "path": str(path)}
-    return dataclasses.replace(config, stages=stages, raw={**config.raw, "stages": stages})
+    tables: list[Mapping[str, Any]] = list(config.stages)
+    tables[places[0]] = {"stage": "file_query", "path": str(path)}
+    return with_stages(config, tables)
 
 
-def pin_query_files(config: Any, qids: list[str]) -> Any:
+def pin_query_files(config: RunConfig, qids: list[str]) -> RunConfig:
     """``config`` with the SHA-256 of every ``file_query`` stage's file added (``sha256``), so that a changed
     file changes the run's fingerprint (the stage checks it again when it runs); every turn of ``qids`` must
     have a query in the file."""
-    stages = [dict(s) for s in config.stages]
-    if not any(s["stage"] == "file_query" for s in stages):
+    if "file_query" not in config.names():
         return config
-    for spec in stages:
-        if spec["stage"] == "file_query":
-            if "path" not in spec:
+    tables: list[Mapping[str, Any]] = []
+    for spec in config.stages:
+        if spec.name == "file_query":
+            if "path" not in spec.options:
                 raise IkatError("a file_query stage needs path = \"queries.tsv\"", path=config.path,
                                 fix="add path, or pass --queries FILE to ikatkit run")
-            if not Path(spec["path"]).is_file():
-                raise IkatError("query file not found", path=spec["path"], fix="pass a file of 'qid<TAB>text' lines")
-            missing = [qid for qid in qids if qid not in read_queries(spec["path"])]
+            path = spec.options["path"]
+            if not Path(path).is_file():
+                raise IkatError("query file not found", path=path, fix="pass a file of 'qid<TAB>text' lines")
+            queries = read_queries(path)
+            missing = [qid for qid in qids if qid not in queries]
             if missing:
                 raise IkatError(f"no query for {len(missing)} of the {len(qids)} turns, e.g. {missing[:3]}",
-                                path=spec["path"], fix="add a 'qid<TAB>text' line for every turn, or pass "
-                                                       "--conversations to run fewer")
-            spec["sha256"] = file_sha256(spec["path"])
-    return dataclasses.replace(config, stages=stages, raw={**config.raw, "stages": stages})
+                                path=path, fix="add a 'qid<TAB>text' line for every turn, or pass "
+                                               "--conversations to run fewer")
+            tables.append({**spec, "sha256": file_sha256(path)})
+        else:
+            tables.append(spec)
+    return with_stages(config, tables)

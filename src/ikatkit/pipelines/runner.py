@@ -12,12 +12,9 @@ just before the first batch; checkpoints of another fingerprint, or with none, a
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import pickle
 import platform
 import sys
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -29,17 +26,17 @@ from tqdm import tqdm
 from ikatkit.atomic import write_json, write_text
 from ikatkit.errors import IkatError
 from ikatkit.lock import run_lock
-from ikatkit.paths import cache_root
-from ikatkit.pipelines.base import Stage
-from ikatkit.pipelines.config import Resources, RunConfig, build_stages, load_config
+from ikatkit.paths import cache_at, cache_root
+from ikatkit.pipelines.config import RunConfig, load_config
 from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
+from ikatkit.pipelines.pipeline import Pipeline, tally
 from ikatkit.pipelines.queries import pin_query_files
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.registry import stages as registered_stages
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult, strictly_decreasing
+from ikatkit.runs.templates import SUFFIX as RUN_SUFFIX
 from ikatkit.topics import Topics, load_topics
 
-RUN_SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
 VERSIONED = ("ikatkit", "pyserini", "torch", "transformers", "sentence-transformers", "ir-measures", "openai")
 
 
@@ -93,27 +90,6 @@ def to_run(records: list[TurnRecord], config: RunConfig, year: int,
         ptkb = [PtkbRef(key, score, record.ptkb_all.get(key, "")) for key, score in record.ptkb if key in citable]
         turns.append(TurnResult(record.qid, [Response(1, record.response, passages, ptkb)]))
     return Run(config.name, config.run_type, turns, year, config.team_id)
-
-
-RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(TurnRecord))
-
-
-def run_stage(stage: Stage, records: list[TurnRecord]) -> list[TurnRecord]:
-    """``stage.transform(records)`` with its contract enforced: the same turns come back in order, and no field
-    the stage does not declare (``provides`` and the shared ``notes``/``rejected``) changed on any of them."""
-    watched = [f for f in RECORD_FIELDS if f not in type(stage).declared()]
-    before = pickle.loads(pickle.dumps([[getattr(r, f) for f in watched] for r in records]))  # a fast deep copy
-    qids = [r.qid for r in records]
-    out = stage.transform(records)
-    if [r.qid for r in out] != qids:
-        raise IkatError(f"stage {stage.name!r} returned turns {[r.qid for r in out][:5]} for {qids[:5]}",
-                        fix=f"{type(stage).__qualname__}.transform must return the records it was given, in order")
-    for record, values in zip(out, before):
-        for name, value in zip(watched, values):
-            if getattr(record, name) != value:
-                raise IkatError(f"stage {stage.name!r} changed {name!r} of turn {record.qid}, a field it does not "
-                                "declare", fix=f"add {name!r} to {type(stage).__qualname__}.provides, or leave it alone")
-    return out
 
 
 def package_versions() -> dict[str, str]:
@@ -173,77 +149,61 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
                  restart: bool = False, max_batches: int | None = None) -> RunOutcome:
     """Run ``config`` over ``topics`` into ``out``; resume from its checkpoints unless ``restart``.
 
-    ``max_batches`` stops after that many new batches (used to test kill-and-resume).
+    ``cache_dir`` is the cache root for everything the run caches (:func:`ikatkit.paths.cache_at`; default
+    :func:`ikatkit.paths.cache_root`). ``max_batches`` stops after that many new batches (used to test
+    kill-and-resume).
     """
     config = config if isinstance(config, RunConfig) else load_config(config)
     topics = topics if isinstance(topics, Topics) else load_topics(topics)
     config = pin_query_files(config, topics.qids)
     out = Path(out)
-    with run_lock(out):
-        return _run_locked(config, topics, out, index, cache_dir, validate, restart, max_batches)
+    with cache_at(cache_dir), run_lock(out):
+        return _run_locked(config, topics, out, index, validate, restart, max_batches)
 
 
-def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path | None,
-                cache_dir: str | Path | None, validate: bool, restart: bool, max_batches: int | None) -> RunOutcome:
+def _run_locked(config: RunConfig, topics: Topics, out: Path, index: str | Path | None, validate: bool,
+                restart: bool, max_batches: int | None) -> RunOutcome:
     if restart and (out / "checkpoints").exists():
         for stale in (out / "checkpoints").iterdir():
             stale.unlink()
-    if config.threads:
-        import torch
-
-        torch.set_num_threads(config.threads)
-    cache = Path(cache_dir) if cache_dir else cache_root()
     records = records_for(topics)
     checkpoints = Checkpoints(out)
     raw_records = [r.to_json() for r in records]
     checkpoints.check(fingerprint_parts(config.raw, raw_records, topics.year, index, models=False))  # before loading
-    resources = Resources(config, index, cache)
     size = config.batch_size
     batches = [records[i: i + size] for i in range(0, len(records), size)]
     pending = [i for i in range(len(batches)) if not checkpoints.done(i)]
-    stages = build_stages(config, resources) if pending else []
-    for i, stage in enumerate(stages):
-        if hasattr(stage, "bind_out"):  # a stage that keeps files of its own keeps them in the run's folder
-            stage.bind_out(out)
-        if hasattr(stage, "check_records"):  # a stage's checks of the whole topics, before any batch runs
-            try:
-                stage.check_records(records)
-            except IkatError as err:
-                raise IkatError(err.message, path=config.path, where=f"stages[{i}] ({stage.name})", fix=err.fix) from None
-    parts = fingerprint_parts(config.raw, raw_records, topics.year, index, cache / "digests")
+    pipeline = Pipeline.from_config(config, index, out) if pending else Pipeline([], config)
+    pipeline.check(records)
+    parts = fingerprint_parts(config.raw, raw_records, topics.year, index, cache_root() / "digests")
     checkpoints.check(parts)
     if pending:
         checkpoints.write_stamp(parts)
     done_turns = len(records) - sum(len(batches[i]) for i in pending)
     per_stage = sys.stderr.isatty()  # a bar per stage on a terminal; one bar, printed every 30 s, in logs
     bars = ([tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")
-             for p, s in enumerate(stages)] if per_stage else
+             for p, s in enumerate(pipeline.stages)] if per_stage else
             [tqdm(total=len(records), initial=done_turns, desc="turns", unit="turn", mininterval=30)])
     done_now, turns_now, seconds_now = 0, 0, 0.0
     for i in pending:
         if max_batches is not None and done_now >= max_batches:
             break
-        batch, seconds = batches[i], {}
-        for p, stage in enumerate(stages):
-            start = time.perf_counter()
-            batch = run_stage(stage, batch)
-            seconds[stage.name] = seconds.get(stage.name, 0.0) + time.perf_counter() - start
-            if per_stage:
-                bars[p].update(len(batch))
+        batch = pipeline(batches[i], (lambda p, done: bars[p].update(len(done))) if per_stage else None)
         if not per_stage:
             bars[0].update(len(batch))
-        checkpoints.save(i, batch, seconds)
-        done_now, turns_now, seconds_now = done_now + 1, turns_now + len(batch), seconds_now + sum(seconds.values())
+        checkpoints.save(i, batch, pipeline.seconds)
+        done_now, turns_now = done_now + 1, turns_now + len(batch)
+        seconds_now += sum(pipeline.seconds.values())
     for bar in bars:
         bar.close()
     if not all(checkpoints.done(i) for i in range(len(batches))):
         raise IkatError(f"run stopped after {done_now} new batches; rerun to resume", path=out)
-    return _finish(config, topics, out, index, checkpoints, len(batches), resources, (done_now, turns_now, seconds_now),
+    return _finish(config, topics, out, index, checkpoints, len(batches), pipeline, (done_now, turns_now, seconds_now),
                    validate)
 
 
 def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | None, checkpoints: Checkpoints,
-            n_batches: int, resources: Resources, now: tuple[int, int, float], validate: bool) -> RunOutcome:
+            n_batches: int, pipeline: Pipeline, now: tuple[int, int, float], validate: bool) -> RunOutcome:
     """Write the run files and the manifest from all checkpoints; ``now``: the batches, turns and stage seconds
     of this call (the manifest's ``seconds_per_turn`` covers every turn, whichever call ran it)."""
     from ikatkit.runs.io import write_run
@@ -268,13 +228,7 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         report = validate_run(run, topics)
         write_text(out / "validation.txt", str(report) + "\n")
         valid = report.ok
-    notes: dict[str, int] = {}
-    guarded: dict[str, int] = {}
-    for record in records:
-        for note in record.notes:
-            notes[note] = notes.get(note, 0) + 1
-        for stage in record.rejected:
-            guarded[stage] = guarded.get(stage, 0) + 1
+    notes, guarded = tally(records)
     manifest: dict[str, Any] = {
         "run_name": config.name, "run_type": config.run_type, "year": topics.year, "turns": len(records),
         "turns_without_passages": sum(not record.ranking for record in records),
@@ -285,7 +239,7 @@ def _finish(config: RunConfig, topics: Topics, out: Path, index: str | Path | No
         "seconds_per_stage": {k: round(v, 3) for k, v in seconds.items()},
         "seconds_per_turn": round(sum(seconds.values()) / max(len(records), 1), 4),
         "batches_run_now": now[0], "turns_run_now": now[1], "seconds_run_now": round(now[2], 3),
-        "resource_stats": resources.stats, "notes": notes,
+        "resource_stats": pipeline.stats, "notes": notes,
         "ptkb_not_cited": sum(key not in own[r.qid] for r in records for key, _ in r.ptkb),  # track_persona's
         "guarded_llm_outputs": guarded, "valid": valid,
         **{cls.summary_key: cls.summary(records, seconds.get(name))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.pipelines.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
     oracle_segments
+from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.topics import Topics, split_query_id
 
@@ -153,15 +153,15 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
         stage = SelectContext(method, n=n, threshold=threshold, passages=passages, check=check,
                               qrels=qrels if method == "oracle_qrels" else None,
                               ranker=scorer if method in SCORED_METHODS else None, searcher=searcher)
-        stage.check_records(records)
-        start = time.perf_counter()
-        stage.transform(records)
-        seconds[name] = time.perf_counter() - start
+        select = Pipeline([stage])  # the contract enforced, as in a run
+        select.check(records)
+        records = select(records)
+        seconds[name] = select.seconds[stage.name]
         agreement[name] = segmentation_agreement(records)
         if llm is not None:
             from ikatkit.pipelines.stages import Rewrite
 
-            queries = {r.qid: r.query or r.utterance for r in Rewrite(llm).transform(records)}
+            queries = {r.qid: r.query or r.utterance for r in Pipeline([Rewrite(llm)])(records)}
             reasons = [note.split(":")[0] for r in records for note in r.notes if note.endswith(": raw utterance used")]
             guarded[name] = {reason: reasons.count(reason) for reason in sorted(set(reasons))}
         else:

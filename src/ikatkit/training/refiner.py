@@ -6,17 +6,16 @@ it fits are in :mod:`ikatkit.partition.memory`.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.partition.memory import FEATURES, MemorySelector, RefineMemory
-from ikatkit.paths import cache_root
-from ikatkit.pipelines.config import Resources, build_stages, load_config
+from ikatkit.paths import cache_at
+from ikatkit.pipelines.config import load_config, with_stages
+from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.record import TurnRecord, records_for
-from ikatkit.pipelines.runner import run_stage
 from ikatkit.topics import load_topics
 
 
@@ -25,9 +24,15 @@ def train_refiner(config_path: str | Path, topics_path: str | Path, out: str | P
                   conversations: list[str] | None = None, ridge: float = 1.0) -> MemorySelector:
     """Run ``config``'s stages before ``refine_memory`` over the training turns that have a canonical response,
     the boosting loop with the config's ``respond`` stage (and any stage between them), fit the selector and
-    save it to ``out``."""
+    save it to ``out``. ``cache_dir``: the cache root (:func:`ikatkit.paths.cache_at`)."""
+    with cache_at(cache_dir):
+        return _train(config_path, topics_path, out, index, conversations, ridge)
+
+
+def _train(config_path: str | Path, topics_path: str | Path, out: str | Path, index: str | Path | None,
+           conversations: list[str] | None, ridge: float) -> MemorySelector:
     config = load_config(config_path)
-    names = [spec["stage"] for spec in config.stages]
+    names = config.names()
     if "refine_memory" not in names:
         raise IkatError("the config has no refine_memory stage", path=config.path, fix="add one (see configs/)")
     at = names.index("refine_memory")
@@ -43,23 +48,15 @@ def train_refiner(config_path: str | Path, topics_path: str | Path, out: str | P
     if not records:
         raise IkatError("no training turn has a canonical response", path=topics_path,
                         fix="train on topics with responses (the 2023 train or test topics)")
-    specs = [dict(spec, selector="") if spec["stage"] == "refine_memory" else spec for spec in config.stages[: end + 1]]
-    resources = Resources(config, index, Path(cache_dir) if cache_dir else cache_root())
-    stages = build_stages(replace(config, stages=specs), resources)
-    before, refiner, after = stages[:at], stages[at], stages[at + 1:]
+    pipeline = Pipeline.from_config(with_stages(config, config.stages[: end + 1]), index,
+                                    overrides={"refine_memory": {"selector": ""}})  # the selector it is about to fit
+    pipeline.check(records)
+    before, refiner, respond = (Pipeline(pipeline.stages[:at]), pipeline.stages[at], Pipeline(pipeline.stages[at + 1:]))
     assert isinstance(refiner, RefineMemory)
-
-    def respond(batch: list[TurnRecord]) -> list[TurnRecord]:
-        for stage in after:
-            batch = run_stage(stage, batch)
-        return batch
-
     rows: list[tuple[list[float], float]] = []
     traced: list[TurnRecord] = []
     for start in range(0, len(records), config.batch_size):
-        batch = records[start: start + config.batch_size]
-        for stage in before:
-            batch = run_stage(stage, batch)
+        batch = before(records[start: start + config.batch_size])
         rows.extend(refiner.boost(batch, references, respond))
         traced.extend(batch)
     x = np.asarray([r for r, _ in rows], dtype=np.float64).reshape(len(rows), len(FEATURES))
