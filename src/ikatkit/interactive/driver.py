@@ -34,10 +34,9 @@ from ikatkit.lock import run_lock
 from ikatkit.pipelines.runner import package_versions
 from ikatkit.runs.io import from_records, write_run
 from ikatkit.runs.model import strictly_decreasing
-from ikatkit.runs.tokens import fit_response
+from ikatkit.runs.tokens import MAX_CITATIONS, fit_response
 
 PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb")
-MAX_CITATIONS = 1000
 GOLD_STAGES = {"manual_query": "the manual rewrite (resolved_utterance)", "gold_ptkb": "the gold PTKB"}
 
 
@@ -344,7 +343,7 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
     if not token:
         raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
     if not 1 <= k <= MAX_CITATIONS:
-        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}", fix="the API takes up to 1000 citations")
+        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}", fix=f"the API takes up to {MAX_CITATIONS} citations")
     if not run_id or any(c.isspace() for c in run_id):
         raise IkatError(f"run id {run_id!r} is empty or has spaces", where="--run-id",
                         fix="choose a run id without spaces (it is also the TREC run's tag)")

@@ -1,7 +1,8 @@
-"""The simulation API's response limit: 250 tokens as spaCy's blank English tokenizer counts them.
+"""The simulation API's response limit: tokens as spaCy's blank English tokenizer counts them.
 
-The organizers' server refuses (HTTP 422) a response whose ``len(spacy.blank("en")(text))`` exceeds 250;
-:func:`fit_response` cuts a response to the limit at a sentence boundary, counting the same way.
+The organizers' server refuses (HTTP 422) a response whose ``len(spacy.blank("en")(text))`` exceeds the limit
+(250, the ``max_tokens`` of the ``2025-interactive`` template); :func:`fit_response` cuts a response to the limit
+at a sentence boundary, counting the same way.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-MAX_TOKENS = 250
+from ikatkit.runs.templates import load_template
+
+INTERACTIVE = load_template("2025-interactive")
+MAX_TOKENS = INTERACTIVE.limit("max_tokens", "responses[].text")
+MAX_CITATIONS = INTERACTIVE.limit("max_items", "responses[].citations")
 
 
 @lru_cache(maxsize=1)
