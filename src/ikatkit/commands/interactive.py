@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ikatkit.runs.tokens import MAX_CITATIONS
+
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,7 +25,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--track-persona", action="store_true",
                    help="track what the user reveals about themselves (track_persona stage; sent as "
                         "extra.track_persona)")
-    p.add_argument("--citations", type=int, default=1000, help="citations per response: the ranking's top k (<=1000)")
+    p.add_argument("--citations", type=int, default=MAX_CITATIONS,
+                   help=f"citations per response: the ranking's top k (<={MAX_CITATIONS})")
     p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, OpenVINO models, compiled Java helpers "
                                    "(default: $IKATKIT_CACHE, else .cache/ikatkit in a checkout, else "
                                    "~/.cache/ikatkit)")
