@@ -100,8 +100,10 @@ def markdown_table() -> str:
 def text_listing() -> str:
     """The catalogue for a terminal: each config's line of needs under its name and description."""
     lines = []
-    for e in catalogue():
-        lines += [f"{e.file:<28} {'offline, CPU' if e.offline_cpu else 'needs more':<13} {e.description}",
-                  f"{'':<28} {'':<13} needs: {'; '.join(e.needs) or 'nothing more'}; "
+    entries = catalogue()
+    width = max((len(e.file) for e in entries), default=0)
+    for e in entries:
+        lines += [f"{e.file:<{width}} {'offline, CPU' if e.offline_cpu else 'needs more':<13} {e.description}",
+                  f"{'':<{width}} {'':<13} needs: {'; '.join(e.needs) or 'nothing more'}; "
                   f"extras: {', '.join(e.extras) or 'none'}"]
     return "\n".join(lines + [f"\n{folder().resolve()}", "copy one to edit it: ikatkit configs copy NAME DIR"])
