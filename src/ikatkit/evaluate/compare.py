@@ -213,14 +213,16 @@ def _common_turns(results: dict[str, EvalResult], measure: str) -> list[str]:
 
 
 def _on_turns(result: EvalResult, turns: dict[str, list[str]]) -> EvalResult:
-    """``result`` restricted to ``turns`` per measure: its means, per-turn values and turn lists recomputed."""
+    """``result`` restricted to ``turns`` per measure: its means, per-turn values and turn lists recomputed;
+    ``missing`` keeps the judged turns the run lacks (scored 0 under ``missing="zero"``) and adds the turns it ranks
+    that another run lacks (left out under ``"skip"``)."""
     keep = {m: set(t) for m, t in turns.items()}
     per_query = {q: {m: v for m, v in values.items() if q in keep.get(m, ())} for q, values in result.per_query.items()}
     per_query = {q: values for q, values in per_query.items() if values}
     mean = {m: sum(result.per_query[q][m] for q in t) / len(t) for m, t in turns.items()}
     evaluated = [q for q in result.evaluated if q in per_query]
-    return EvalResult(mean, per_query, evaluated, [q for q in result.missing + result.evaluated if q not in per_query],
-                      result.info)
+    dropped = [q for q in result.evaluated if q not in per_query]
+    return EvalResult(mean, per_query, evaluated, list(dict.fromkeys([*result.missing, *dropped])), result.info)
 
 
 def _compare(results: dict[str, EvalResult], measures: list[str], baseline: str, test: str, correction: str,
