@@ -1,13 +1,18 @@
 """LLM throughput here: the bundled SmolLM2 through transformers (the anchor) and through a llama.cpp server
 (OpenAI backend), each on the same RtG rewrite prompts, then a rerun of each served from the disk cache.
 
-    python bench/bench_llm.py [--prompts 8] [--max-new-tokens 32]
+    python bench/bench_llm.py [--prompts 8] [--max-new-tokens 32] [--native DIR]
+
+``--native DIR``: also serve through a second llama.cpp build in DIR (made with
+``CMAKE_ARGS=-DGGML_NATIVE=ON pip install --no-deps --target DIR llama-cpp-python==0.3.36``) and report the portable
+build's tokens/s against it (docs/install.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -39,6 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--native", help="a folder with a natively built llama-cpp-python (pip install --target)")
     args = parser.parse_args()
     from ikatkit.llm.prompts import render
     from ikatkit.llm.server import llama_cpp_server
@@ -53,6 +59,14 @@ def main() -> None:
         with llama_cpp_server("bundled:smollm2") as url:
             results["openai_llama_cpp"] = measure({"backend": "openai", "base_url": url, "max_concurrency": 1,
                                                    "cache_dir": f"{cache}/openai", **common}, batch)
+        if args.native:  # the server process imports llama_cpp from DIR first
+            os.environ["PYTHONPATH"] = os.pathsep.join([args.native, *filter(None, [os.environ.get("PYTHONPATH")])])
+            with llama_cpp_server("bundled:smollm2") as url:
+                results["openai_llama_cpp_native"] = measure({"backend": "openai", "base_url": url,
+                                                              "max_concurrency": 1, "cache_dir": f"{cache}/native",
+                                                              **common}, batch)
+            results["portable_vs_native_tokens_per_s"] = round(
+                results["openai_llama_cpp"]["tokens_per_s"] / results["openai_llama_cpp_native"]["tokens_per_s"], 2)
     results["llama_cpp_vs_transformers_tokens_per_s"] = round(
         results["openai_llama_cpp"]["tokens_per_s"] / results["transformers"]["tokens_per_s"], 2)
     print(json.dumps(results, indent=2))
