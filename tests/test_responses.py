@@ -287,4 +287,4 @@ def test_compare_and_report_take_response_measures(nuggets_2024, tmp_path, capsy
     assert main(["report", str(nuggets_2024 / "manual_responses.json"), "--references", str(reference),
                  "--measures", "ROUGE-L", "Words", "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "report.html").read_text()
-    assert "<h2>Responses</h2>" in page and "responses_ROUGE_L_per_turn" in page
+    assert "<h2>Responses</h2>" in page and "Responses: ROUGE-L per turn position" in page  # captions in words
