@@ -33,7 +33,8 @@ def anserini_jar() -> Path:
         from ikatkit.extras import missing
 
         raise missing(["pyserini"])
-    jars = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "resources", "jars", "anserini-*-fatjar.jar")))
+    jars = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "resources", "jars",
+                                         "anserini-*-fatjar.jar")))
     if not jars:
         raise IkatError("Pyserini's bundled Anserini jar is missing", fix="reinstall pyserini==1.6.0")
     return Path(jars[-1])
@@ -92,7 +93,8 @@ def javac() -> str | None:
 
 def helper_classes() -> Path | None:
     """Folder of our compiled Java helpers, compiled once per source version into ``$IKATKIT_CACHE/java``
-    (see :mod:`ikatkit.paths`, as the LLM cache); None when no JDK is found or compiling fails (callers then use Pyserini)."""
+    (see :mod:`ikatkit.paths`, as the LLM cache); None when no JDK is found or compiling fails (callers then use
+    Pyserini)."""
     sources = [file_digest(source) for source in [*HELPER_SOURCES, *sorted(API_STUBS.rglob("*.java"))]]
     folder = cache_root() / "java" / json_digest([anserini_jar().name, sources])[:16]
     if folder.exists():

@@ -12,7 +12,8 @@ from typing import Any
 
 from ikatkit.atomic import write_text
 from ikatkit.evaluate.compare import JUDGED_DEPTHS, Comparison, compare_ptkb, compare_runs, format_interval, format_p
-from ikatkit.evaluate.plots import KINDS, by_conversation, by_position, natural_key, place, plot_breakdowns, plot_caption
+from ikatkit.evaluate.plots import (KINDS, by_conversation, by_position, natural_key, place, plot_breakdowns,
+                                    plot_caption)
 
 
 def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dict[str, Any]:

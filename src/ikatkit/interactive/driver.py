@@ -343,7 +343,8 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
     if not token:
         raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
     if not 1 <= k <= MAX_CITATIONS:
-        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}", fix=f"the API takes up to {MAX_CITATIONS} citations")
+        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}",
+                        fix=f"the API takes up to {MAX_CITATIONS} citations")
     if not run_id or any(c.isspace() for c in run_id):
         raise IkatError(f"run id {run_id!r} is empty or has spaces", where="--run-id",
                         fix="choose a run id without spaces (it is also the TREC run's tag)")

@@ -195,8 +195,8 @@ class SelectContext(Stage):
     ``all`` keeps every previous turn; ``last`` the last ``n``; ``oracle`` those sharing a provenance document
     (``oracle_qrels``: or citing a passage the ``qrels`` judge relevant for the turn; both read gold data, so
     manual runs only); ``cascade`` the turns of the group Algorithm 1 joins (the scorer scores the
-    ``check`` input, ``threshold``, ``passages`` per turn from ``searcher``), ``cascade_limit`` its last ``n``; ``coherence``
-    the turns since the last cut, a cut falling where consecutive utterances' score (in [0, 1]) is below
+    ``check`` input, ``threshold``, ``passages`` per turn from ``searcher``), ``cascade_limit`` its last ``n``;
+    ``coherence`` the turns since the last cut, a cut falling where consecutive utterances' score (in [0, 1]) is below
     ``threshold`` (the content-only RAG-topic baseline). The scorer (``scorer``) is the ``ranker`` resource
     (``"ranker"``) or TF-IDF cosine over the index ``searcher`` searches (``"lexical"``, no model:
     :class:`~ikatkit.rank.lexical.TfidfCosine`)."""

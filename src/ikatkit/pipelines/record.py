@@ -15,11 +15,11 @@ class TurnRecord:
     ``query`` is the text retrieval uses (the rewrite, or the resolved utterance in a manual run);
     the raw ``utterance`` stays beside it. Lists of ``(id, score)`` are in rank order. ``rejected`` keeps, by
     stage, an LLM output the guards (``ikatkit.llm.guards``) refused; ``notes`` says what was used instead.
-    ``history_ids`` are the query ids of the ``history`` turns and ``history_provenance`` their ``response_provenance`` (gold
-    data, like ``provenance``, the turn's own); ``context_ids`` are the previous turns ``select_context``
-    kept (``None`` when it did not run) and ``context_trace`` its decisions. ``sources`` is the source plan
-    (``plan_sources``; see :meth:`uses`), ``ptkb_used`` the PTKB keys the response prompt carried (as ``used``
-    names its passages).
+    ``history_ids`` are the query ids of the ``history`` turns and ``history_provenance`` their
+    ``response_provenance`` (gold data, like ``provenance``, the turn's own); ``context_ids`` are the previous
+    turns ``select_context`` kept (``None`` when it did not run) and ``context_trace`` its decisions. ``sources`` is the
+    source plan (``plan_sources``; see :meth:`uses`), ``ptkb_used`` the PTKB keys the response prompt carried (as
+    ``used`` names its passages).
     """
 
     qid: str

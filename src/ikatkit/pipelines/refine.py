@@ -227,7 +227,8 @@ class RefineResponse(Stage):
         return records
 
     def _variables(self, record: TurnRecord) -> dict[str, Any]:
-        return {"history": record.context_history, "utterance": record.utterance, "query": record.query or record.utterance,
+        return {"history": record.context_history, "utterance": record.utterance,
+                "query": record.query or record.utterance,
                 "ptkb": record.ptkb_texts()[: self.ptkb],
                 "passages": [record.passage_texts.get(pid, "") for pid in record.used]}
 

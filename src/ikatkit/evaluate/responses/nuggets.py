@@ -38,7 +38,8 @@ DEFAULT_MATCHER = "embedding"  # eval-responses' matcher (docs/response-agreemen
 ENTAILMENT_THRESHOLD = 0.5
 
 
-def nugget_scores(nuggets: Sequence[Nugget], support: Sequence[float], vital_grade: int = VITAL_GRADE) -> dict[str, float]:
+def nugget_scores(nuggets: Sequence[Nugget], support: Sequence[float],
+                  vital_grade: int = VITAL_GRADE) -> dict[str, float]:
     """AutoNuggetizer's scores of one response: ``all``/``strict_all`` (mean support, partial as 0.5 / as 0),
     ``vital``/``strict_vital`` (the same over nuggets graded >= ``vital_grade``; absent when there is none),
     ``weighted`` (vital weight 1, okay 0.5) and ``graded`` (weights = relevance grades)."""
