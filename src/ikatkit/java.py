@@ -14,6 +14,8 @@ import subprocess
 import sys
 from importlib.util import find_spec
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from ikatkit.digest import file_digest, json_digest
 from ikatkit.errors import IkatError
@@ -126,7 +128,7 @@ def _has_vector_module() -> bool:
     return release.exists() and "jdk.incubator.vector" in release.read_text(errors="ignore")
 
 
-def import_pyserini(module: str = "pyserini.search.lucene"):  # type: ignore[no-untyped-def]
+def import_pyserini(module: str = "pyserini.search.lucene") -> ModuleType:
     """Import a Pyserini module with our JVM running.
 
     Some Pyserini modules build an OpenAI client at import time and fail without a key; a placeholder
@@ -143,7 +145,7 @@ def import_pyserini(module: str = "pyserini.search.lucene"):  # type: ignore[no-
             os.environ.pop("OPENAI_API_KEY", None)
 
 
-def autoclass(name: str):  # type: ignore[no-untyped-def]
+def autoclass(name: str) -> Any:  # a pyjnius class proxy (pyjnius ships no types)
     """A Java class by name, starting the JVM first."""
     start_jvm()
     from jnius import autoclass as _autoclass

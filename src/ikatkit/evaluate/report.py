@@ -120,7 +120,8 @@ def run_info(run: Any) -> tuple[str, str]:
         records = load_records(run)[1]
         first = records[0] if isinstance(records, list) and records else {}
         if isinstance(first, dict):
-            meta = first.get("metadata") if isinstance(first.get("metadata"), dict) else first
+            metadata = first.get("metadata")
+            meta = metadata if isinstance(metadata, dict) else first
             description = str(meta.get("description") or meta.get("run_description") or "")
     return kind, description
 

@@ -262,9 +262,9 @@ class InteractiveRun:
 
     def local_rows(self) -> list[dict[str, Any]]:
         """The run in the dump's format from the turn files (``user_meta`` is the server's: left empty)."""
-        head = {"team_id": self.state.team_id, "run_id": self.run_id, "description": self.description,
+        head: dict[str, Any] = {"team_id": self.state.team_id, "run_id": self.run_id, "description": self.description,
                 "extra": self.extra}
-        rows = []
+        rows: list[dict[str, Any]] = []
         for qid in self.state.turns:
             turn = load_turn(self.out, qid) or {}
             sent = turn.get("sent") or {"response": None, "citations": {}, "meta": {}}
@@ -287,7 +287,8 @@ class InteractiveRun:
         with atomic_open(dump_file) as handle:
             jsonl.write(handle, rows)
         trec_file = self.out / f"{self.run_id}.trec"  # the citations as the server recorded them
-        write_run(from_records(list(enumerate(rows, start=1)), "interactive"), trec_file, "trec")
+        write_run(from_records([(f"line {n}", row) for n, row in enumerate(rows, start=1)], "interactive"), trec_file,
+                  "trec")
         turns = [t for t in (load_turn(self.out, q) for q in self.state.turns) if t and "sent" in t]
         manifest_file = self.out / "manifest.json"
         write_json(manifest_file, self.manifest(turns, rows, source, matches))

@@ -227,7 +227,9 @@ class SelectContext(Stage):
 
             self.qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels or "")
 
-    check = staticmethod(check_options)
+    @classmethod
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
+        check_options(options, run_type)
 
     def check_records(self, records: Sequence[TurnRecord]) -> None:
         """Gold methods need topics with provenance: say so before any batch runs."""
@@ -263,6 +265,7 @@ class SelectContext(Stage):
     def _coherence(self, record: TurnRecord) -> tuple[list[str], dict[str, Any]]:
         utterances = [u for u, _ in record.history] + [record.utterance]
         pairs = list(zip(utterances, utterances[1:]))
+        assert self.unit is not None  # __init__ refuses a scored method (coherence) without a ranker
         similarity = [self.unit(float(s)) for s in self.ranker.score(pairs)] if pairs else []
         start = max((k + 1 for k, s in enumerate(similarity) if s < self.threshold), default=0)
         return record.history_ids[start:], {"method": "coherence", "similarity": similarity}

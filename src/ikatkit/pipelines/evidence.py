@@ -126,8 +126,9 @@ class RefineEvidence(Stage):
         consistency = iter(self.consistency(*map(list, zip(*rows))) if rows else [])
         changed, previous = [], []
         for record, its in zip(records, items):
-            scored = [{"source": s, "id": i, "similarity": round(sim, 6), "consistency": round(next(consistency), 6)}
-                      for s, i, _, sim in its]
+            scored: list[dict[str, Any]] = [
+                {"source": s, "id": i, "similarity": round(sim, 6), "consistency": round(next(consistency), 6)}
+                for s, i, _, sim in its]
             for item in scored:
                 item["score"] = round(item["similarity"] * item["consistency"], 6)
             order = sorted(range(len(scored)), key=lambda j: (scored[j]["score"], j))
