@@ -15,7 +15,7 @@ LLAMA_CMAKE_portable := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FM
 LLAMA_CMAKE_native := -DGGML_NATIVE=ON
 LLAMA_CMAKE_ARGS := $(LLAMA_CMAKE_$(LLAMA_CPU))
 
-.PHONY: setup setup-test demo test bench
+.PHONY: setup setup-test demo lint test bench
 
 setup: $(VENV)/.setup
 $(VENV)/.setup: pyproject.toml constraints.txt Makefile
@@ -32,6 +32,11 @@ $(VENV)/.setup-test: $(VENV)/.setup
 
 demo: setup
 	$(VENV)/bin/ikatkit demo --out runs/demo
+
+# ruff over src, tests and bench; mypy over the packages pyproject.toml's [tool.mypy] names (docs/development.md)
+lint: setup-test
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 
 test: setup-test
 	$(PY) -m pytest -q tests

@@ -135,7 +135,8 @@ def main() -> None:
             openvino_turns_with_other_rankings=[sum([p for p, _ in a] != [p for p, _ in b] for a, b
                                                     in zip(found, expected)) for found in openvino.values()],
             openvino_max_score_difference_same_rank=max(abs(a - b) for found in openvino.values() for ours, theirs
-                                                        in zip(found, expected) for (_, a), (_, b) in zip(ours, theirs)))
+                                                        in zip(found, expected)
+                                                        for (_, a), (_, b) in zip(ours, theirs)))
         results.update(anchor_turns=len(subset), anchor_distinct_texts=len(anchor.vectors), anchor_threads=threads,
                        anchor_wall_cpu_s=(anchor_s, anchor_cpu), anchor_1_thread_wall_cpu_s=anchor_1[:2],
                        ikatkit_wall_cpu_s=(ours_s, ours_cpu), ratio=round(anchor_s / ours_s, 2),

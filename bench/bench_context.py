@@ -7,7 +7,8 @@ manifest) as a fraction of the other stages' in the same run, beside the wall ti
 
 The scored methods (cascade, cascade_limit, coherence) run once per ``--scorers`` value: ``ranker`` (the
 all-MiniLM-L6-v2 bi-encoder resource) and ``lexical`` (TF-IDF cosine over the index, no model), each at its
-threshold (and passages per turn) tuned on the 2023 train topics. The cache is fresh: nothing is encoded before the timed runs.
+threshold (and passages per turn) tuned on the 2023 train topics. The cache is fresh: nothing is encoded before the
+timed runs.
 
 Without --index it indexes the 894 real provenance passages of ../shared/ikat/2023 (as tests/conftest.py does).
 """
@@ -53,8 +54,8 @@ expand_ptkb = false
 stage = "respond"
 task = "extractive"
 """
-SELECT = ('\n[[stages]]\nstage = "select_context"\nmethod = "{method}"\nthreshold = {threshold}\npassages = {passages}\n'
-          'scorer = "{scorer}"\n')
+SELECT = ('\n[[stages]]\nstage = "select_context"\nmethod = "{method}"\nthreshold = {threshold}\n'
+          'passages = {passages}\nscorer = "{scorer}"\n')
 SCORED = ("cascade", "cascade_limit", "coherence")
 # threshold and passages per turn tuned on the 2023 train topics (README, "Dialogue context selection")
 TUNED = {("cascade", "ranker"): (0.7, 10), ("coherence", "ranker"): (0.1, 10), ("cascade", "lexical"): (0.3, 3),
@@ -92,7 +93,8 @@ def main() -> None:
         def run(name: str, method: str | None, scorer: str = "ranker") -> tuple[float, dict[str, float]]:
             config = work / f"{name}.toml"
             threshold, passages = TUNED.get((method.removesuffix("_limit"), scorer), (0.5, 10)) if method else (0, 0)
-            select = SELECT.format(method=method, threshold=threshold, passages=passages, scorer=scorer) if method else ""
+            select = SELECT.format(method=method, threshold=threshold, passages=passages,
+                                   scorer=scorer) if method else ""
             run_type = "manual" if method in ("oracle", "oracle_qrels") else "automatic"
             config.write_text(CONFIG.format(run_type=run_type, select=select))
             seconds, outcome = timed(lambda: run_pipeline(config, topics, work / name, index=index, validate=False))
@@ -110,7 +112,8 @@ def main() -> None:
             seconds, stages = run(row.replace(" (", "-").rstrip(")"), method, scorer)
             select = stages.pop("select_context")
             # the stage's own time against the other stages of the same run: robust to load between runs
-            report[row] = {"wall_s": round(seconds, 2), "select_s": select, "other_stages_s": round(sum(stages.values()), 3),
+            report[row] = {"wall_s": round(seconds, 2), "select_s": select,
+                           "other_stages_s": round(sum(stages.values()), 3),
                            "select_fraction": round(select / sum(stages.values()), 4),
                            "select_of_bm25_only_wall": round(select / anchor, 4),
                            "wall_added_fraction": round((seconds - anchor) / anchor, 4)}

@@ -21,7 +21,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from common import timed  # noqa: E402
 
-UTTERANCES = ["What about its price?", "Is it good for runners?", "Which one is closer to me?", "How long does it take?",
+UTTERANCES = ["What about its price?", "Is it good for runners?", "Which one is closer to me?",
+              "How long does it take?",
               "Can I do it in winter?", "What do I need to bring?", "Is it safe for kids?", "And the cheaper one?"]
 
 

@@ -1,7 +1,8 @@
 """Response evaluation of a whole iKAT 2023 test year (332 turns) with ROUGE-1/2/L, K-Precision and MiniLM
 BERTScore, against the naive per-item loop of the reference packages (one RougeScorer / BERTScorer call per turn,
-models loaded once) in the same run; the values must agree to 1e-4 (BERTScore moves by ~1e-5 with batch padding). The response of each turn is its top
-provenance passage (``respond task = "extractive"``); turns without provenance have an empty response.
+models loaded once) in the same run; the values must agree to 1e-4 (BERTScore moves by ~1e-5 with batch padding).
+The response of each turn is its top provenance passage (``respond task = "extractive"``); turns without
+provenance have an empty response.
 
 With ``--figures`` it also prints the README table: (a) the canonical response against itself and its own
 provenance, (b) the top provenance passage as the response; all measures.

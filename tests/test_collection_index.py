@@ -211,14 +211,16 @@ def test_duplicates_are_named_with_both_places(tmp_path):
     assert not (tmp_path / "dup-idx").exists() and not list(tmp_path.glob(".dup-idx.building*"))
     first = jsonl_file(tmp_path / "a.jsonl", ["a:0", "y:1", "a:2"])
     second = jsonl_file(tmp_path / "b.jsonl", ["y:1", "b:1"])
-    with pytest.raises(IkatError, match=re.escape(f"{second} (line 1): duplicate passage id 'y:1', first at {first}:2")):
+    with pytest.raises(IkatError,
+                       match=re.escape(f"{second} (line 1): duplicate passage id 'y:1', first at {first}:2")):
         build_index([first, second], tmp_path / "ab-idx", threads=2)
 
 
 def test_hash_collisions_are_not_duplicates(tmp_path, monkeypatch):
     monkeypatch.setattr(dupes, "id_hash", lambda pid: b"\x07" * 8)  # every id collides
     files = [jsonl_file(tmp_path / "a.jsonl", ["p:0", "p:1", "p:2"]), jsonl_file(tmp_path / "b.jsonl", ["q:0"])]
-    for ids, folder in ((["p:0", "p:1", "p:2", "q:0"], tmp_path / "ok"), (["p:0", "p:1", "p:2", "p:1"], tmp_path / "dup")):
+    for ids, folder in ((["p:0", "p:1", "p:2", "q:0"], tmp_path / "ok"),
+                        (["p:0", "p:1", "p:2", "p:1"], tmp_path / "dup")):
         jsonl_file(files[1], ids[3:])
         with IdHashes(folder, 0) as hashes:
             for number, pid in enumerate(ids[:3], start=1):
@@ -251,7 +253,8 @@ def test_parallel_build_keeps_counts_problems_and_sources_in_input_order(tmp_pat
 def clueweb22_file(path, documents, start=0):
     with open(path, "w", encoding="utf-8") as handle:
         for i in range(start, start + documents):
-            handle.write(json.dumps({"ClueWeb22-ID": f"clueweb22-en0000-00-{i:05d}", "Clean-Text": numbered(40)}) + "\n")
+            handle.write(json.dumps({"ClueWeb22-ID": f"clueweb22-en0000-00-{i:05d}",
+                                     "Clean-Text": numbered(40)}) + "\n")
     return path
 
 
@@ -272,7 +275,8 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     # the indexer dying mid-way (a full disk): one segmenter's pipe breaks, the other's is never opened
     java = tmp_path / "java" / "bin" / "java"
     java.parent.mkdir(parents=True)
-    java.write_text('#!/bin/sh\nwhile [ "$1" != -input ]; do shift; done\nhead -c 100000 "$2/part-000.jsonl" >/dev/null\n'
+    java.write_text('#!/bin/sh\nwhile [ "$1" != -input ]; do shift; done\n'
+                    'head -c 100000 "$2/part-000.jsonl" >/dev/null\n'
                     'echo "java.io.IOException: No space left on device"\nexit 1\n')
     java.chmod(0o755)
     monkeypatch.setattr(anserini, "java_home", lambda: str(tmp_path / "java"))

@@ -208,7 +208,7 @@ def test_verify_against_hashes(foreign, official, hashes, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "matched: 892" in out
     assert f"different text: 1  e.g. {altered[0]}:{altered[1]}" in out
-    assert f"missing (in the hash file only): 1  e.g. clueweb22-zz0000-00-00000:0" in out
+    assert "missing (in the hash file only): 1  e.g. clueweb22-zz0000-00-00000:0" in out
     assert f"extra (not in the hash file): 1  e.g. {dropped[0]}:{dropped[1]}" in out
     bad = tmp_path / "bad.tsv"
     bad.write_text(lines[0] + "clueweb22-en0000-00-00001\tfirst\tabc\n")

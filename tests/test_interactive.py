@@ -241,7 +241,8 @@ def test_resume_after_a_model_changed_is_refused(demo_topics, demo_index, token,
     with serve(sim_of(demo_topics.subset(["demo-1"]))) as url:
         first = run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False)
         assert first.turns and not first.already_complete
-        assert run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False).already_complete
+        assert run_interactive(config, url, "model", tmp_path / "out", index=demo_index,
+                               progress=False).already_complete
         (model / "weights.bin").write_bytes(b"second")
         with pytest.raises(IkatError, match="another config fingerprint"):
             run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False)

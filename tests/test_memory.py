@@ -298,7 +298,8 @@ def test_real_training_then_inference_with_the_bundled_models(ikat2023, passages
     topics = tmp_path / "topics.json"
     topics.write_text(json.dumps([conversation]), encoding="utf-8")
     selector = train_refiner(config, topics, selector_file, index=passages_index, cache_dir=tmp_path / "cache")
-    assert selector.meta["turns"] == ["1-1_1", "1-1_2"] and selector.meta["candidates"] == 4 - selector.meta["degenerate"]
+    assert selector.meta["turns"] == ["1-1_1", "1-1_2"]
+    assert selector.meta["candidates"] == 4 - selector.meta["degenerate"]
     assert selector_file.exists() and len(selector.weights) == len(FEATURES)
 
     outcome = run_pipeline(config, topics, tmp_path / "run", index=passages_index, cache_dir=tmp_path / "cache")

@@ -57,7 +57,7 @@ def test_stage_chooses_with_the_classifier(trained, tmp_path: Path) -> None:
     for record in out:
         expected = classifier.choose(ranked_turns(subset, subset.queries("manual"), ranker)[record.qid])
         assert record.ptkb == expected
-    head = f'name = "c"\nrun_type = "manual"\n[resources.enc]\nkind = "cross-encoder"\nmodel = "x"\n'
+    head = 'name = "c"\nrun_type = "manual"\n[resources.enc]\nkind = "cross-encoder"\nmodel = "x"\n'
     config = tmp_path / "c.toml"
     config.write_text(head + f'[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "classify_ptkb"\n'
                              f'classifier = "{path}"\n')

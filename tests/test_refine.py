@@ -292,7 +292,10 @@ stage = "refine_response"
 n = 2
 iterations = 1
 seed = 5
-metrics = { rouge1_recall_passages = { threshold = 0.9 }, rougeL_passages = { threshold = 0.3 }, rougeL_history = { threshold = 0.05 } }
+[stages.metrics]
+rouge1_recall_passages = { threshold = 0.9 }
+rougeL_passages = { threshold = 0.3 }
+rougeL_history = { threshold = 0.05 }
 """
 
 

@@ -197,7 +197,8 @@ def test_cli_validate_eval_responses_and_report_of_released_runs(released, tmp_p
     assert main(["eval-responses", *runs, "--rubrics", str(released / "rubrics.json"), "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"orga-llama8b-bm25-minilm-llama8b-v2", "uva-gpt5mini-no-no-gpt5mini"}
-    assert {"SimRubricScore", "SimRubricCoverage", "SimTurnsToCover"} <= set(result["uva-gpt5mini-no-no-gpt5mini"]["mean"])
+    assert {"SimRubricScore", "SimRubricCoverage",
+            "SimTurnsToCover"} <= set(result["uva-gpt5mini-no-no-gpt5mini"]["mean"])
     assert main(["report", *runs, "--rubrics", str(released / "rubrics.json"), "--measures", "SimRubricCoverage",
                  "--out", str(tmp_path / "report")]) == 0  # rows of whole dialogues: no turn position
     per_conversation = (tmp_path / "report" / "responses_per_conversation.csv").read_text().splitlines()

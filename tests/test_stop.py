@@ -52,7 +52,8 @@ def stop_when(process: subprocess.Popen, ready: Callable[[], bool], signum: int,
     assert time.monotonic() - sent < 20
     again = shlex.join(["ikatkit", *args])
     last = log.read_text().splitlines()[-1]
-    assert (code, last) == (128 + signum, f"ikatkit: stopped by {signal.Signals(signum).name}; to resume, rerun: {again}")
+    assert (code, last) == (128 + signum,
+                            f"ikatkit: stopped by {signal.Signals(signum).name}; to resume, rerun: {again}")
 
 
 @pytest.fixture(scope="module")

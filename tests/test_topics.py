@@ -28,10 +28,12 @@ def test_2023_counts(ikat2023):
 def test_2024_and_2025_shapes(tmp_path):
     y24 = [{"number": 0, "title": "Egypt", "ptkb": {"1": "I practice yoga.", "12": "I am from San Francisco."},
             "turns": [{"turn_id": 1, "utterance": "Visa?", "resolved_utterance": "Visa for Egypt?",
-                       "response": "Yes.", "ptkb_provenance": [12], "response_provenance": ["clueweb22-en0023-79-17324:0"]}]}]
+                       "response": "Yes.", "ptkb_provenance": [12],
+                       "response_provenance": ["clueweb22-en0023-79-17324:0"]}]}]
     y25 = [{"number": "1-1", "title": "Acid reflux", "ptkb": ["I eat late.", "I like kiwi."],
             "responses": [{"turn_id": 3, "user_utterance": "Fruits?", "resolved_utterance": "Kiwi for reflux?",
-                           "response": "No.", "relevant_ptkbs": ["I like kiwi."], "citations": ["clueweb22-en0026-73-16809:6"]}]}]
+                           "response": "No.", "relevant_ptkbs": ["I like kiwi."],
+                           "citations": ["clueweb22-en0026-73-16809:6"]}]}]
     (tmp_path / "t24.json").write_text(json.dumps(y24))
     (tmp_path / "t25.json").write_text(json.dumps(y25))
     t24 = load_topics(tmp_path / "t24.json")
@@ -46,7 +48,9 @@ def test_2024_and_2025_shapes(tmp_path):
 def test_malformed_topics_name_the_place(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"number": "9-1", "ptkb": {"1": "x"}, "turns": [{"turn_id": 1}]}]))
-    with pytest.raises(IkatError, match=r"bad.json \(conversation 0 \(number 9-1\), turn 0 \(turn_id 1\)\): missing field 'utterance'"):
+    with pytest.raises(IkatError,
+                       match=r"bad.json \(conversation 0 \(number 9-1\), turn 0 \(turn_id 1\)\): "
+                       r"missing field 'utterance'"):
         load_topics(bad)
     broken = tmp_path / "broken.json"
     broken.write_text('[{"number": "9-1",\n "turns": [}')

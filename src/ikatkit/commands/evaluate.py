@@ -173,7 +173,7 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
                                            "JSON (one run per run id); NAME=PATH names a single run")
     p.add_argument("--topics", help="topics: the turns that exist and their canonical responses (references)")
     _add_response_inputs(p)
-    p.add_argument("--measures", nargs="+", 
+    p.add_argument("--measures", nargs="+",
                    help="response measures (default: all the given inputs allow); see docs/evaluation.md")
     p.add_argument("--per-query", action="store_true", help="also print per-turn values")
     p.add_argument("--missing", choices=MISSING, default=MISSING[0],

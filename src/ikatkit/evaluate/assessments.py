@@ -148,7 +148,8 @@ class Assessment:
 
 def _entries(text: str, path: Path) -> list[tuple[int, Any]]:
     """The elements of a top-level JSON array with the line each starts on."""
-    decoder, i, out = json.JSONDecoder(), 0, []
+    decoder, i = json.JSONDecoder(), 0
+    out: list[tuple[int, Any]] = []
     i = len(text) - len(text.lstrip())
     if not text.startswith("[", i):
         raise IkatError("not a JSON array of assessment entries", path=path, where="line 1",

@@ -94,8 +94,8 @@ def check_overlap(rankings: Rankings, qrels: Qrels, evaluated: list[str]) -> Non
                     "the run and the qrels are of the same collection, year and kind", 100 * share, len(evaluated))
 
 
-def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path, measures: list[str] | tuple[str, ...] | None = None,
-             missing: str = "skip") -> EvalResult:
+def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path,
+             measures: list[str] | tuple[str, ...] | None = None, missing: str = "skip") -> EvalResult:
     """Evaluate over the judged turns the run answers (as trec_eval does); ``missing="zero"`` also counts the
     judged turns the run lacks, with 0 for every measure. trec_eval names with a cut (``mrr_10``, ``ndcg_cut_5``)
     see each turn's ranking cut at N in its own order first. A run that answers no judged turn is an error."""

@@ -88,8 +88,9 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
     fig, ax = plt.subplots(figsize=(max(8, len(conversations) * 0.45), 4.5), dpi=120)
     width = 0.8 / max(len(results), 1)
     for i, (name, result) in enumerate(results.items()):
-        series = by_conversation(result, measure)
-        ax.bar([x + i * width for x in range(len(conversations))], [series.get(c, math.nan) for c in conversations],
+        per_conversation = by_conversation(result, measure)
+        ax.bar([x + i * width for x in range(len(conversations))],
+               [per_conversation.get(c, math.nan) for c in conversations],
                width=width, label=name)
     ax.set_xticks([x + width * (len(results) - 1) / 2 for x in range(len(conversations))], conversations,
                   rotation=60, ha="right")

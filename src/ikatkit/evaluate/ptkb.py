@@ -30,7 +30,8 @@ def ptkb_rankings(run: Run | dict[str, dict[str, float]]) -> dict[str, dict[str,
         missing = [i for i, p in enumerate(refs) if not p.key]
         if missing:
             raise IkatError(f"PTKB provenance {missing[0] + 1} of turn {turn.turn_id} has no key",
-                            where=f"turn {turn.turn_id}", fix="pass the topics (--topics) to map statement texts to keys")
+                            where=f"turn {turn.turn_id}",
+                            fix="pass the topics (--topics) to map statement texts to keys")
         rankings[turn.turn_id] = ptkb_order([(p.key, p.score) for p in refs])
     return rankings
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from ikatkit.atomic import write_text
 from ikatkit.evaluate.compare import JUDGED_DEPTHS, Comparison, compare_ptkb, compare_runs, format_interval, format_p
-from ikatkit.evaluate.plots import KINDS, by_conversation, by_position, natural_key, place, plot_breakdowns, plot_caption
+from ikatkit.evaluate.plots import (KINDS, by_conversation, by_position, natural_key, place, plot_breakdowns,
+                                    plot_caption)
 
 
 def write_comparison(comparison: Comparison, out: Path, prefix: str = "") -> dict[str, Any]:
@@ -119,7 +120,8 @@ def run_info(run: Any) -> tuple[str, str]:
         records = load_records(run)[1]
         first = records[0] if isinstance(records, list) and records else {}
         if isinstance(first, dict):
-            meta = first.get("metadata") if isinstance(first.get("metadata"), dict) else first
+            metadata = first.get("metadata")
+            meta = metadata if isinstance(metadata, dict) else first
             description = str(meta.get("description") or meta.get("run_description") or "")
     return kind, description
 

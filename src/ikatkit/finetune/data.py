@@ -22,7 +22,8 @@ def rewrite_examples(topics: Topics) -> list[Example]:
     for turn in topics:
         if turn.resolved_utterance:
             history = [(t.utterance, t.response or "") for t in topics.conversation_of(turn.qid).history(turn.turn_id)]
-            examples.append(Example(turn.qid, "rewrite", render("rtg_rewrite", history=history, utterance=turn.utterance),
+            examples.append(Example(turn.qid, "rewrite", render("rtg_rewrite", history=history,
+                                                                utterance=turn.utterance),
                                     turn.resolved_utterance))
     return examples
 

@@ -33,7 +33,7 @@ class TrainSettings:
     seed: int = 0
 
 
-def _tensors(tokenizer, example: Example, max_length: int):  # type: ignore[no-untyped-def]
+def _tensors(tokenizer: Any, example: Example, max_length: int) -> tuple[list[int], list[int]]:
     """input ids and labels: the prompt masked with -100, the target (and EOS) learned."""
     prompt = tokenizer.apply_chat_template(example.messages, tokenize=False, add_generation_prompt=True)
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]

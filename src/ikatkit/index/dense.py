@@ -104,7 +104,8 @@ def write_texts(passages: Iterator[tuple[str, str]], folder: Path, shard_size: i
     if ids:
         flush()
     if not sizes:
-        raise IkatError("no passages read", fix="check the input (a Lucene index storing its texts, or collection files)")
+        raise IkatError("no passages read",
+                        fix="check the input (a Lucene index storing its texts, or collection files)")
     write_json(done, {"passages": sum(sizes), "sizes": sizes})
     return sizes
 
@@ -221,8 +222,8 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
                 fmt: str = "auto",
                 splitter: str = "auto", progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
-    actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A finished index with the same faiss spec is left as it is; another
-    spec re-indexes the kept embeddings."""
+    actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A
+    finished index with the same faiss spec is left as it is; another spec re-indexes the kept embeddings."""
     from ikatkit.index.encode import choose_backend, compile_openvino
     from ikatkit.models import load_sentence_transformer
     from ikatkit.raycluster import connect, resources

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from json.encoder import encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring, encode_basestring_ascii
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from types import TracebackType

@@ -57,7 +57,7 @@ class LuceneTexts:
         from jnius import cast  # only once our JVM runs
 
         if reader is None:
-            info = open_index(index)  # type: ignore[arg-type]
+            info = open_index(index)  # type: ignore[arg-type]  # callers pass an index or a reader
             info.require_texts(why)
             reader = open_reader(info.path)
         self.reader = reader = cast("org.apache.lucene.index.IndexReader", reader)

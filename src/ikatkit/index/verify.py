@@ -136,7 +136,8 @@ def verify(source: str | Path, hashes: str | Path) -> Report:
     mine, official = next(ours, None), next(theirs, None)
     while mine is not None or official is not None:
         if official is None or (mine is not None and mine[0] < official[0]):
-            report.add("extra", mine[0])  # type: ignore[index]
+            assert mine is not None  # the loop runs while either side has an entry
+            report.add("extra", mine[0])
             mine = next(ours, None)
         elif mine is None or official[0] < mine[0]:
             report.add("missing", official[0])

@@ -262,9 +262,9 @@ class InteractiveRun:
 
     def local_rows(self) -> list[dict[str, Any]]:
         """The run in the dump's format from the turn files (``user_meta`` is the server's: left empty)."""
-        head = {"team_id": self.state.team_id, "run_id": self.run_id, "description": self.description,
+        head: dict[str, Any] = {"team_id": self.state.team_id, "run_id": self.run_id, "description": self.description,
                 "extra": self.extra}
-        rows = []
+        rows: list[dict[str, Any]] = []
         for qid in self.state.turns:
             turn = load_turn(self.out, qid) or {}
             sent = turn.get("sent") or {"response": None, "citations": {}, "meta": {}}
@@ -287,7 +287,8 @@ class InteractiveRun:
         with atomic_open(dump_file) as handle:
             jsonl.write(handle, rows)
         trec_file = self.out / f"{self.run_id}.trec"  # the citations as the server recorded them
-        write_run(from_records(list(enumerate(rows, start=1)), "interactive"), trec_file, "trec")
+        write_run(from_records([(f"line {n}", row) for n, row in enumerate(rows, start=1)], "interactive"), trec_file,
+                  "trec")
         turns = [t for t in (load_turn(self.out, q) for q in self.state.turns) if t and "sent" in t]
         manifest_file = self.out / "manifest.json"
         write_json(manifest_file, self.manifest(turns, rows, source, matches))
@@ -343,7 +344,8 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
     if not token:
         raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
     if not 1 <= k <= MAX_CITATIONS:
-        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}", fix=f"the API takes up to {MAX_CITATIONS} citations")
+        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}",
+                        fix=f"the API takes up to {MAX_CITATIONS} citations")
     if not run_id or any(c.isspace() for c in run_id):
         raise IkatError(f"run id {run_id!r} is empty or has spaces", where="--run-id",
                         fix="choose a run id without spaces (it is also the TREC run's tag)")

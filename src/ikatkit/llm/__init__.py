@@ -46,7 +46,8 @@ def read_llm_config(path: str | Path) -> dict[str, Any]:
         data = tomllib.loads(text)
         return dict(data.get("llm", data))
     except (ValueError, TypeError) as err:
-        raise IkatError(f"cannot read the LLM config: {err}", path=path, fix="TOML (backend, model, ...) or JSON") from None
+        raise IkatError(f"cannot read the LLM config: {err}", path=path,
+                        fix="TOML (backend, model, ...) or JSON") from None
 
 
 def backend_options(backend: str) -> set[str]:

@@ -55,7 +55,8 @@ class OpenAILLM(LLM):
             if params["top_k"] > 0:  # not an OpenAI parameter: sent as an extra field compatible servers read
                 sampling["extra_body"] = {"top_k": params["top_k"]}
         try:
-            reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
+            # plain role/content dicts and keyword dicts, where openai's overloads want its TypedDicts and literals
+            reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[call-overload]
                                                         max_tokens=params["max_new_tokens"],
                                                         temperature=params["temperature"],
                                                         **sampling, **stop)

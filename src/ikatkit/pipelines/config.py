@@ -138,7 +138,8 @@ def _with_checked_stages(config: RunConfig, tables: Sequence[Any], text: str) ->
             raise IkatError(f"stage {stage!r} is not a table", path=path, where=where,
                             fix='write each stage as [[stages]] with stage = "..." and its options')
         try:
-            cls = stage_class(stage.get("stage") if isinstance(stage.get("stage"), str) else repr(stage.get("stage")))
+            named = stage.get("stage")
+            cls = stage_class(named if isinstance(named, str) else repr(named))
         except IkatError as err:
             raise IkatError(err.message, path=path, where=where, fix=err.fix) from None
         options = {k: v for k, v in stage.items() if k != "stage"}

@@ -195,8 +195,8 @@ class SelectContext(Stage):
     ``all`` keeps every previous turn; ``last`` the last ``n``; ``oracle`` those sharing a provenance document
     (``oracle_qrels``: or citing a passage the ``qrels`` judge relevant for the turn; both read gold data, so
     manual runs only); ``cascade`` the turns of the group Algorithm 1 joins (the scorer scores the
-    ``check`` input, ``threshold``, ``passages`` per turn from ``searcher``), ``cascade_limit`` its last ``n``; ``coherence``
-    the turns since the last cut, a cut falling where consecutive utterances' score (in [0, 1]) is below
+    ``check`` input, ``threshold``, ``passages`` per turn from ``searcher``), ``cascade_limit`` its last ``n``;
+    ``coherence`` the turns since the last cut, a cut falling where consecutive utterances' score (in [0, 1]) is below
     ``threshold`` (the content-only RAG-topic baseline). The scorer (``scorer``) is the ``ranker`` resource
     (``"ranker"``) or TF-IDF cosine over the index ``searcher`` searches (``"lexical"``, no model:
     :class:`~ikatkit.rank.lexical.TfidfCosine`)."""
@@ -227,7 +227,9 @@ class SelectContext(Stage):
 
             self.qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels or "")
 
-    check = staticmethod(check_options)
+    @classmethod
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
+        check_options(options, run_type)
 
     def check_records(self, records: Sequence[TurnRecord]) -> None:
         """Gold methods need topics with provenance: say so before any batch runs."""
@@ -263,6 +265,7 @@ class SelectContext(Stage):
     def _coherence(self, record: TurnRecord) -> tuple[list[str], dict[str, Any]]:
         utterances = [u for u, _ in record.history] + [record.utterance]
         pairs = list(zip(utterances, utterances[1:]))
+        assert self.unit is not None  # __init__ refuses a scored method (coherence) without a ranker
         similarity = [self.unit(float(s)) for s in self.ranker.score(pairs)] if pairs else []
         start = max((k + 1 for k, s in enumerate(similarity) if s < self.threshold), default=0)
         return record.history_ids[start:], {"method": "coherence", "similarity": similarity}

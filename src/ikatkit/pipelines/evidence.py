@@ -3,15 +3,16 @@
 ``refine_evidence`` follows ``respond``. Each round scores every evidence item of the prompt (the statements
 ``ptkb_used`` and the passages ``used``) by similarity x consistency: similarity is the item's ranker score mapped
 to [0, 1] (``ptkb_similarity`` / ``passage_similarity``: :mod:`ikatkit.pipelines.similarity`), consistency the
-embedding cosine of the item with the current response (the response-evaluation module's :class:`ikatkit.evaluate.responses.Embedder`), mapped to [0, 1] as
-(c + 1) / 2; or, with ``consistency = "llm"``, the response evaluation's LLM judge (:class:`ikatkit.evaluate.responses.
+embedding cosine of the item with the current response (the response-evaluation module's
+:class:`ikatkit.evaluate.responses.Embedder`), mapped to [0, 1] as (c + 1) / 2; or, with
+``consistency = "llm"``, the response evaluation's LLM judge (:class:`ikatkit.evaluate.responses.
 nuggets.LlmMatcher`, prompt ``nugget_support``: the item as the nugget; support 1, partial 0.5, not / unparsable 0,
-counted as the LLM's fallbacks). The ``alpha`` lowest-scoring items are taken out and each is replaced by the next novel item of its
-source (the next statement of the PTKB ranking, the next passage of the passage ranking; an item once taken out
-never returns); then the response is regenerated from the new evidence with the respond stage's prompt, up to
-``rounds`` rounds. A round that finds no novel item stops the loop without regenerating; a regenerated response
-the guards reject is not used (the previous response and evidence stay, noted on the record). The trace of every
-round is ``record.evidence``.
+counted as the LLM's fallbacks). The ``alpha`` lowest-scoring items are taken out and each is replaced by the next
+novel item of its source (the next statement of the PTKB ranking, the next passage of the passage ranking; an item
+once taken out never returns); then the response is regenerated from the new evidence with the respond stage's prompt,
+up to ``rounds`` rounds. A round that finds no novel item stops the loop without regenerating; a regenerated response
+the guards reject is not used (the previous response and evidence stay, noted on the record). The trace of every round
+is ``record.evidence``.
 """
 
 from __future__ import annotations
@@ -125,8 +126,9 @@ class RefineEvidence(Stage):
         consistency = iter(self.consistency(*map(list, zip(*rows))) if rows else [])
         changed, previous = [], []
         for record, its in zip(records, items):
-            scored = [{"source": s, "id": i, "similarity": round(sim, 6), "consistency": round(next(consistency), 6)}
-                      for s, i, _, sim in its]
+            scored: list[dict[str, Any]] = [
+                {"source": s, "id": i, "similarity": round(sim, 6), "consistency": round(next(consistency), 6)}
+                for s, i, _, sim in its]
             for item in scored:
                 item["score"] = round(item["similarity"] * item["consistency"], 6)
             order = sorted(range(len(scored)), key=lambda j: (scored[j]["score"], j))
@@ -163,7 +165,8 @@ class RefineEvidence(Stage):
         """The next novel item of each removed item's source, ``[source, id]`` (none when a source runs out)."""
         seen = {("ptkb", k) for k in record.ptkb_used} | {("passages", p) for p in record.used}
         seen |= {(s, i) for s, i in record.evidence["removed"]}
-        ranked = {"ptkb": [k for k, _ in record.ptkb if k in record.ptkb_all], "passages": [p for p, _ in record.ranking]}
+        ranked = {"ptkb": [k for k, _ in record.ptkb if k in record.ptkb_all],
+                  "passages": [p for p, _ in record.ranking]}
         added: list[list[str]] = []
         for item in removed:
             seen.add((item["source"], item["id"]))

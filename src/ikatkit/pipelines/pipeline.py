@@ -40,7 +40,8 @@ def run_stage(stage: Stage, records: list[TurnRecord]) -> list[TurnRecord]:
         for name, value in zip(watched, values):
             if getattr(record, name) != value:
                 raise IkatError(f"stage {stage.name!r} changed {name!r} of turn {record.qid}, a field it does not "
-                                "declare", fix=f"add {name!r} to {type(stage).__qualname__}.provides, or leave it alone")
+                                "declare",
+                                fix=f"add {name!r} to {type(stage).__qualname__}.provides, or leave it alone")
     return out
 
 

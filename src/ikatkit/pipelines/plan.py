@@ -87,14 +87,15 @@ class PlanSources(Stage):
             plan: dict[str, Any] = {"planner": self.planner, "ptkb_score": best_ptkb, "passage_score": best_passage,
                                     "fallback": False}
             if self.planner == "threshold":
+                assert self.ptkb_threshold is not None  # check() refuses the threshold planner without it
                 sources = [s for s, needed in (
                     ("ptkb", best_ptkb is not None and best_ptkb >= self.ptkb_threshold),
                     ("passages", self.passage_threshold is None
                      or (best_passage is not None and best_passage >= self.passage_threshold))) if needed]
             elif self.planner == "llm":
-                sources = self._parse(record, output or "")
-                plan.update(output=output, fallback=sources is None)
-                sources = list(ALL_SOURCES) if sources is None else sources
+                parsed = self._parse(record, output or "")
+                plan.update(output=output, fallback=parsed is None)
+                sources = list(ALL_SOURCES) if parsed is None else parsed
             else:
                 sources = list(ALL_SOURCES)
             plan["decision"] = decision(sources)
@@ -106,6 +107,7 @@ class PlanSources(Stage):
 
     def _llm_outputs(self, records: list[TurnRecord]) -> list[str]:
         from ikatkit.llm.prompts import STOPS, render
+        assert self.llm is not None  # check() refuses the llm planner without an LLM
         prompts = [render("plan_sources", **prompt_context(r)) for r in records]
         return self.llm.chat(prompts, stop=STOPS["plan_sources"], max_new_tokens=PLAN_TOKENS) if prompts else []
 

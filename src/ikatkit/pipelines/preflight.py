@@ -88,7 +88,7 @@ def config_needs(raw: dict[str, Any]) -> Needs:
         needs.files += [str(spec[key]) for key in ("path", "partitions") if isinstance(spec.get(key), str)]
     table = stages()
     for i, stage in enumerate(raw.get("stages", [])):
-        cls = table.get(stage.get("stage")) if isinstance(stage, dict) else None
+        cls = table.get(stage.get("stage", "")) if isinstance(stage, dict) else None
         if cls is None:
             continue
         for param in inspect.signature(cls.__init__).parameters.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,11 +16,11 @@ class TurnRecord:
     ``query`` is the text retrieval uses (the rewrite, or the resolved utterance in a manual run);
     the raw ``utterance`` stays beside it. Lists of ``(id, score)`` are in rank order. ``rejected`` keeps, by
     stage, an LLM output the guards (``ikatkit.llm.guards``) refused; ``notes`` says what was used instead.
-    ``history_ids`` are the query ids of the ``history`` turns and ``history_provenance`` their ``response_provenance`` (gold
-    data, like ``provenance``, the turn's own); ``context_ids`` are the previous turns ``select_context``
-    kept (``None`` when it did not run) and ``context_trace`` its decisions. ``sources`` is the source plan
-    (``plan_sources``; see :meth:`uses`), ``ptkb_used`` the PTKB keys the response prompt carried (as ``used``
-    names its passages).
+    ``history_ids`` are the query ids of the ``history`` turns and ``history_provenance`` their
+    ``response_provenance`` (gold data, like ``provenance``, the turn's own); ``context_ids`` are the previous
+    turns ``select_context`` kept (``None`` when it did not run) and ``context_trace`` its decisions. ``sources`` is the
+    source plan (``plan_sources``; see :meth:`uses`), ``ptkb_used`` the PTKB keys the response prompt carried (as
+    ``used`` names its passages).
     """
 
     qid: str
@@ -90,12 +91,17 @@ class TurnRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TurnRecord:
         record = cls(**data)
-        record.history = [tuple(h) for h in record.history]  # type: ignore[misc]
-        record.ptkb = [tuple(p) for p in record.ptkb]  # type: ignore[misc]
-        record.candidates = {q: [tuple(h) for h in hits] for q, hits in record.candidates.items()}  # type: ignore[misc]
-        record.reranked = {q: [tuple(h) for h in hits] for q, hits in record.reranked.items()}  # type: ignore[misc]
-        record.ranking = [tuple(h) for h in record.ranking]  # type: ignore[misc]
+        record.history = _tuples(record.history)
+        record.ptkb = _tuples(record.ptkb)
+        record.candidates = {q: _tuples(hits) for q, hits in record.candidates.items()}
+        record.reranked = {q: _tuples(hits) for q, hits in record.reranked.items()}
+        record.ranking = _tuples(record.ranking)
         return record
+
+
+def _tuples(items: Iterable[Sequence[Any]]) -> list[Any]:
+    """JSON's lists back to the tuples a field holds (pairs as ``to_json`` wrote them; JSON keeps no tuple type)."""
+    return [tuple(item) for item in items]
 
 
 def records_for(topics: Topics) -> list[TurnRecord]:

@@ -96,7 +96,7 @@ class RefineResponse(Stage):
                  top_p: float = 1.0, seed: int = 0, improvement_threshold: float = 0.5,
                  metrics: dict[str, dict[str, float]] | None = None, principles: list[str] | None = None,
                  embedding_model: str = "bundled:minilm", ptkb: int = 3, max_words: int = 250) -> None:
-        options = dict(n=n, iterations=iterations, temperature=temperature, top_k=top_k, top_p=top_p,
+        options: dict[str, Any] = dict(n=n, iterations=iterations, temperature=temperature, top_k=top_k, top_p=top_p,
                        improvement_threshold=improvement_threshold,
                        metrics=DEFAULT_METRICS if metrics is None else metrics,
                        principles=list(PRINCIPLES) if principles is None else principles)
@@ -188,8 +188,9 @@ class RefineResponse(Stage):
         context = [self._variables(r) for r in records]
         passages = [[r.passage_texts.get(pid, "") for pid in r.used] for r in records]
         history = [" ".join([u for u, _ in r.history] + [r.utterance]) for r in records]
-        traces = [{"plain": r.response, "candidates": [], "rounds": [], "llm_calls": 0, "empty_outputs": 0,
-                   "initial": None, "best": None, "iterations": 0, "stopped": ""} for r in records]
+        traces: list[dict[str, Any]] = [
+            {"plain": r.response, "candidates": [], "rounds": [], "llm_calls": 0, "empty_outputs": 0,
+             "initial": None, "best": None, "iterations": 0, "stopped": ""} for r in records]
         initial = self.llm.sample([render("promise_response", **v) for v in context], self.n,
                                   seed=self.seed * 1000, **self.sampling)
         self._add(traces, passages, history, [(i, 0, None, s, text) for i, outputs in enumerate(initial)
@@ -227,7 +228,8 @@ class RefineResponse(Stage):
         return records
 
     def _variables(self, record: TurnRecord) -> dict[str, Any]:
-        return {"history": record.context_history, "utterance": record.utterance, "query": record.query or record.utterance,
+        return {"history": record.context_history, "utterance": record.utterance,
+                "query": record.query or record.utterance,
                 "ptkb": record.ptkb_texts()[: self.ptkb],
                 "passages": [record.passage_texts.get(pid, "") for pid in record.used]}
 

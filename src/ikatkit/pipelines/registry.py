@@ -55,7 +55,7 @@ def register(cls: S) -> S:
     if known is not None and _qualname(known) != _qualname(cls):
         raise IkatError(f"two stages are named {name!r}: {_qualname(known)} and {_qualname(cls)}",
                         fix="give one of them another name")
-    _registered[name] = cls  # type: ignore[assignment]
+    _registered[name] = cls
     return cls
 
 

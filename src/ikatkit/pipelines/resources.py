@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.options import check_options
 
 PARAMS = ("llm", "ranker", "searcher")  # the stage parameters a resource fills
@@ -37,7 +38,7 @@ class ResourceKind:
     serves: str
     check: Callable[[dict[str, Any]], None]
     build: Callable[[str, dict[str, Any], Where], Any]
-    searcher_class: Callable[[], type] | None = None
+    searcher_class: Callable[[], type[Any]] | None = None
 
 
 def _need_model(options: dict[str, Any]) -> None:
@@ -69,7 +70,8 @@ def _ranker_kind(kind: str) -> ResourceKind:
     def check(options: dict[str, Any]) -> None:
         from ikatkit.rank import KINDS as RANKERS
 
-        check_options(RANKERS[kind].__init__, options)
+        ranker: type[Any] = RANKERS[kind]
+        check_options(ranker.__init__, options)
         _need_model(options)
 
     def build(name: str, spec: dict[str, Any], where: Where) -> Any:
@@ -82,19 +84,19 @@ def _ranker_kind(kind: str) -> ResourceKind:
     return ResourceKind(kind, "ranker", check, build)
 
 
-def _bm25_class() -> type:
+def _bm25_class() -> type[Any]:
     from ikatkit.retrieve.bm25 import Bm25Searcher
 
     return Bm25Searcher
 
 
-def _dense_class() -> type:
+def _dense_class() -> type[Any]:
     from ikatkit.retrieve.dense import DenseSearcher
 
     return DenseSearcher
 
 
-def _partitioned_class() -> type:
+def _partitioned_class() -> type[Any]:
     from ikatkit.retrieve.partitioned import PartitionedSearcher
 
     return PartitionedSearcher
@@ -175,7 +177,8 @@ def searcher_takes(kind: str | None, argument: str) -> bool:
     return argument in inspect.signature(found.searcher_class().batch_search).parameters
 
 
-def stage_resources(cls: type, options: dict[str, Any], resources: dict[str, dict[str, Any]]) -> dict[str, str | None]:
+def stage_resources(cls: type[Stage], options: dict[str, Any],
+                    resources: dict[str, dict[str, Any]]) -> dict[str, str | None]:
     """The resource each resource parameter of stage ``cls`` uses: the one ``options`` names, else the only
     declared resource of a fitting kind (None when the parameter is optional and none fits). Errors' ``where``
     is the parameter."""

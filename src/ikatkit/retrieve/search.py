@@ -16,7 +16,7 @@ Lists = dict[str, list[tuple[str, float]]]
 
 
 def search(searcher: Any, queries: Mapping[str, str], k: int = 1000,
-           partitions: Mapping[str, Sequence[str]] | None = None) -> Lists:
+           partitions: Mapping[str, Sequence[int]] | None = None) -> Lists:
     """``{qid: [(passage id, score), ...]}`` for ``{qid: query}`` in one batch; ``partitions`` (``{qid: names}``,
     after ``select_partition``) restricts each query to its partitions where any is chosen."""
     restrict = {"partitions": dict(partitions)} if partitions and any(partitions.values()) else {}

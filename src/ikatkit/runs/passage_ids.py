@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tqdm import tqdm
 
@@ -17,6 +17,7 @@ from ikatkit.errors import IkatError
 from ikatkit.index.hashes import is_hash_file, open_text, read_hashes
 
 
+@runtime_checkable
 class PassageIds(Protocol):
     def missing(self, ids: set[str]) -> set[str]: ...
 
@@ -82,8 +83,8 @@ class IdSet:
 
 def passage_ids(source: str | Path | Collection[str] | PassageIds) -> PassageIds:
     """A :class:`PassageIds` of a Lucene index folder, an id/hash file, a collection of ids, or itself."""
-    if hasattr(source, "missing"):
-        return source  # type: ignore[return-value]
+    if isinstance(source, PassageIds):  # runtime_checkable: has a ``missing`` method
+        return source
     if isinstance(source, (str, Path)):
         return LuceneIds(source) if Path(source).is_dir() else IdFile(source)
     return IdSet(source)

@@ -74,7 +74,8 @@ class ContextEvaluation:
         for subset, comparison in self.comparisons.items():
             turns = next(iter(comparison.results.values())).evaluated
             lines += [f"{subset}: {len(self.conversations[subset])} conversations, {len(turns)} judged turns", "",
-                      "| method | " + " | ".join(comparison.measures) + " |", "|---" * (len(comparison.measures) + 1) + "|"]
+                      "| method | " + " | ".join(comparison.measures) + " |",
+                      "|---" * (len(comparison.measures) + 1) + "|"]
             for method in comparison.results:
                 cells = []
                 for measure in comparison.measures:

@@ -31,5 +31,6 @@ from ikatkit.evaluate.responses.scorers import (DEFAULT_MODEL, ROUGE_TYPES, Bert
                                                 rouge_l_grounding, sentences, shared_embedder, token_recall,
                                                 tokenize)
 
-__all__ = ["DEFAULT_MODEL", "ROUGE_TYPES", "BertScore", "Embedder", "Scores", "bleu", "citation_coverage", "k_precision",
+__all__ = ["DEFAULT_MODEL", "ROUGE_TYPES", "BertScore", "Embedder", "Scores", "bleu", "citation_coverage",
+           "k_precision",
            "model_label", "rouge", "rouge_l_grounding", "sentences", "shared_embedder", "token_recall", "tokenize"]

@@ -191,15 +191,15 @@ def cross_validate(scores: np.ndarray, human: np.ndarray,
                    conversations: Sequence[str]) -> tuple[np.ndarray, list[Fold]]:
     """Labels predicted out of fold: each conversation's pairs get the threshold tuned on all the other
     conversations' pairs (:func:`best_threshold`). Needs two conversations or more."""
-    conversations = np.asarray(conversations)
-    names = list(dict.fromkeys(conversations.tolist()))
+    labels = np.asarray(conversations)
+    names = list(dict.fromkeys(labels.tolist()))
     if len(names) < 2:
         raise IkatError("cross-validation by conversation needs labels of two conversations or more",
                         where="--threshold cv", fix="pass a numeric --threshold")
     predicted = np.zeros(len(scores), dtype=int)
     folds = []
     for held in names:
-        test = conversations == held
+        test = labels == held
         threshold = best_threshold(scores[~test], human[~test])
         predicted[test] = (scores[test] >= threshold).astype(int)
         folds.append(Fold(held, threshold, tuple(n for n in names if n != held), int(test.sum())))

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -172,7 +172,8 @@ def read_nuggets(path: str | Path) -> dict[str, list[Nugget]]:
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
                 raise IkatError("a nugget needs a 'text' string", path=path, where=where, fix=shape)
             try:
-                grade = int(item.get("relevance"))
+                relevance: Any = item.get("relevance")  # None or a non-number: the error below
+                grade = int(relevance)
             except (TypeError, ValueError):
                 raise IkatError(f"relevance {item.get('relevance')!r} is not a grade", path=path, where=where,
                                 fix=shape) from None
@@ -219,7 +220,8 @@ def _response_nuggets(path: Path, data: dict, shape: str) -> dict[str, list[Nugg
     return nuggets
 
 
-def load_passages(paths: list[str | Path] = (), index: str | Path | None = None):  # type: ignore[no-untyped-def]
+def load_passages(paths: Sequence[str | Path] = (), index: str | Path | None = None
+                  ) -> Callable[[Sequence[str]], dict[str, str]]:
     """A ``texts(ids) -> {id: text}`` function over passages JSONL files or a Lucene index."""
     from ikatkit.index.texts import passage_texts
 

@@ -69,8 +69,10 @@ def evaluate_response_runs(runs: Mapping[str, ResponseRun | Run | str | Path] | 
         nuggets = read_nuggets(nuggets)
     if isinstance(rubrics, (str, Path)):
         rubrics = read_rubrics(rubrics)
-    if isinstance(passages, (str, Path)) or index is not None:
-        passages = load_passages([passages] if isinstance(passages, (str, Path)) else [], index)
+    if isinstance(passages, (str, Path)):
+        passages = load_passages([passages], index)
+    elif index is not None:
+        passages = load_passages([], index)
     scorers = scorers or ResponseScorers()
     if isinstance(runs, Mapping):
         items = {name: replace(_as_run(run, topics), name=name) for name, run in runs.items()}

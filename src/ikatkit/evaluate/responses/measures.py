@@ -6,7 +6,8 @@
 dialogue by an LLM judge, :mod:`rubrics`), ``simulator`` (the simulated user's recorded rubric and 0-5 judgement
 of each answer, with the topic's rubric questions; per dialogue, no LLM) or ``none``. Each kind is computed by one
 provider (:mod:`ikatkit.evaluate.responses.providers`). A turn lacking that input gets no value for the measure and
-is reported, never scored 0. BERTScore measures are printed with the model and layer (``BERTScore-R[all-MiniLM-L6-v2:L6]``).
+is reported, never scored 0. BERTScore measures are printed with the model and layer
+(``BERTScore-R[all-MiniLM-L6-v2:L6]``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ class ResponseMeasure:
 
 
 MEASURES: dict[str, ResponseMeasure] = {m.name: m for m in (
-    ResponseMeasure("ROUGE-1", "reference", "rouge", "rouge1_f", "ROUGE-1 F1 against the reference (rouge-score, stemmed)"),
-    ResponseMeasure("ROUGE-2", "reference", "rouge", "rouge2_f", "ROUGE-2 F1 against the reference (rouge-score, stemmed)"),
-    ResponseMeasure("ROUGE-L", "reference", "rouge", "rougeL_f", "ROUGE-L F1 against the reference (rouge-score, stemmed)"),
+    ResponseMeasure("ROUGE-1", "reference", "rouge", "rouge1_f",
+                    "ROUGE-1 F1 against the reference (rouge-score, stemmed)"),
+    ResponseMeasure("ROUGE-2", "reference", "rouge", "rouge2_f",
+                    "ROUGE-2 F1 against the reference (rouge-score, stemmed)"),
+    ResponseMeasure("ROUGE-L", "reference", "rouge", "rougeL_f",
+                    "ROUGE-L F1 against the reference (rouge-score, stemmed)"),
     ResponseMeasure("ROUGE-1-R", "reference", "rouge", "rouge1_r", "ROUGE-1 recall against the reference"),
     ResponseMeasure("ROUGE-2-R", "reference", "rouge", "rouge2_r", "ROUGE-2 recall against the reference"),
     ResponseMeasure("ROUGE-L-R", "reference", "rouge", "rougeL_r", "ROUGE-L recall against the reference"),
@@ -41,7 +45,8 @@ MEASURES: dict[str, ResponseMeasure] = {m.name: m for m in (
                     "sentence BLEU against the reference, 0-100 (sacrebleu's defaults: 13a tokens, exp smoothing)"),
     ResponseMeasure("Recall", "reference", "tokens", "recall",
                     "share of the reference's tokens found in the response (multiset overlap)"),
-    ResponseMeasure("BERTScore-P", "reference", "bertscore", "bert_precision", "BERTScore precision against the reference"),
+    ResponseMeasure("BERTScore-P", "reference", "bertscore", "bert_precision",
+                    "BERTScore precision against the reference"),
     ResponseMeasure("BERTScore-R", "reference", "bertscore", "bert_recall", "BERTScore recall against the reference"),
     ResponseMeasure("BERTScore-F1", "reference", "bertscore", "bert_f1", "BERTScore F1 against the reference"),
     ResponseMeasure("EmbedSim", "reference", "embedding", "similarity",
@@ -70,7 +75,8 @@ MEASURES: dict[str, ResponseMeasure] = {m.name: m for m in (
                     "share of the topic's rubric questions an LLM judge scores >= 3 (0-5) on the dialogue's best "
                     "response: one value per dialogue (topic), the organizers' 2025 interactive evaluation"),
     ResponseMeasure("RubricScore", "rubrics", "rubrics", "score",
-                    "mean over the topic's rubric questions of the judge's best 0-5 score over the dialogue's responses"),
+                    "mean over the topic's rubric questions of the judge's best 0-5 score over the dialogue's "
+                    "responses"),
     ResponseMeasure("SimRubricScore", "simulator", "simulator", "score",
                     "mean over the topic's rubric questions of the best 0-5 score the simulated user recorded for "
                     "each (0 if never pursued): one value per dialogue, no LLM"),

@@ -22,6 +22,7 @@ cannot run offline. Its scores are defined here the same way (:func:`nugget_scor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,8 @@ DEFAULT_MATCHER = "embedding"  # eval-responses' matcher (docs/response-agreemen
 ENTAILMENT_THRESHOLD = 0.5
 
 
-def nugget_scores(nuggets: Sequence[Nugget], support: Sequence[float], vital_grade: int = VITAL_GRADE) -> dict[str, float]:
+def nugget_scores(nuggets: Sequence[Nugget], support: Sequence[float],
+                  vital_grade: int = VITAL_GRADE) -> dict[str, float]:
     """AutoNuggetizer's scores of one response: ``all``/``strict_all`` (mean support, partial as 0.5 / as 0),
     ``vital``/``strict_vital`` (the same over nuggets graded >= ``vital_grade``; absent when there is none),
     ``weighted`` (vital weight 1, okay 0.5) and ``graded`` (weights = relevance grades)."""
@@ -140,6 +142,7 @@ class CrossEncoderMatcher:
     def scores(self, responses: Sequence[str], nuggets: Sequence[Sequence[Nugget]]) -> list[np.ndarray]:
         """Per response, each nugget's best entailment score over the response's windows (0 when empty)."""
         pairs = [(w, n.text) for r, group in zip(responses, nuggets) for n in group for w in windows(r)]
+        flat: np.ndarray | list[float]
         if self.column is None:
             flat = np.asarray(self.model.predict(pairs, batch_size=self.batch_size), dtype=float) if pairs else []
         else:
@@ -163,7 +166,7 @@ class CrossEncoderMatcher:
 class LlmMatcher:
     """Support labels from an LLM (``ikatkit.llm.make_llm``), one prompt per (response, nugget)."""
 
-    def __init__(self, llm, max_new_tokens: int = 8) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, llm: Any, max_new_tokens: int = 8) -> None:
         self.llm, self.max_new_tokens = llm, max_new_tokens
         self.label = f"LLM {llm.backend}:{llm.model}"
 

@@ -1,4 +1,5 @@
-"""Rubric coverage of dialogues (iKAT 2025 interactive evaluation): an LLM judge scores answers against rubric questions.
+"""Rubric coverage of dialogues (iKAT 2025 interactive evaluation): an LLM judge scores answers against rubric
+questions.
 
 The organizers' simulator scores how well a system answer covers a rubric question on 0-5 with an LLM and counts a
 rubric covered at 3 or more. Here a dialogue (all responses of one topic: an interactive run's dump or an offline
@@ -40,7 +41,8 @@ def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
     in list order) or the simulation data's ``"id","rubrik"`` CSV (rubrics.csv, assessed-rubrics.csv)."""
     path = Path(path)
     if not path.is_file():
-        raise IkatError("rubric file not found", path=path, fix="pass rubrics.json, rubrics.csv or assessed-rubrics.csv")
+        raise IkatError("rubric file not found", path=path,
+                        fix="pass rubrics.json, rubrics.csv or assessed-rubrics.csv")
     if path.read_text(encoding="utf-8-sig").lstrip()[:1] == "{":
         return _json_rubrics(path)
     shape = 'a CSV with header "id","rubrik" and ids {topic}-r{n} (e.g. 1-1-r3)'

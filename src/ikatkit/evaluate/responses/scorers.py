@@ -33,21 +33,21 @@ ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 DEFAULT_MODEL = DEFAULT_ENCODER
 
 
-def _check_lengths(responses: Sequence[str], others: Sequence[Any], what: str) -> None:
+def _check_lengths(responses: Sequence[Any], others: Sequence[Any], what: str) -> None:
     if len(responses) != len(others):
         raise IkatError(f"{len(responses)} responses but {len(others)} {what}", where="response scorer",
                         fix=f"pass one {what.rstrip('s')} entry per response")
 
 
 @lru_cache(maxsize=4)
-def _rouge_scorer(types: tuple[str, ...], stemmer: bool):  # type: ignore[no-untyped-def]
+def _rouge_scorer(types: tuple[str, ...], stemmer: bool) -> Any:  # rouge_score ships no type hints
     from rouge_score import rouge_scorer
 
     return rouge_scorer.RougeScorer(list(types), use_stemmer=stemmer)
 
 
 @lru_cache(maxsize=1)
-def _tokenizer():  # type: ignore[no-untyped-def]
+def _tokenizer() -> Any:
     from rouge_score import tokenizers
 
     return tokenizers.DefaultTokenizer(use_stemmer=False)

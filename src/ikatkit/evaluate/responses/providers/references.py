@@ -23,13 +23,14 @@ class References(Provider):
         kinds = {m.scorer for m in measures}
         values: dict[str, list[float | None]] = {}
         if "rouge" in kinds:
-            values.update(sc.rouge(responses, references))
+            rouge: dict[str, list[float | None]] = {k: list(v) for k, v in sc.rouge(responses, references).items()}
+            values.update(rouge)
         if "bleu" in kinds:
             values["bleu"] = list(sc.bleu(responses, references))
         if "tokens" in kinds:
             values["recall"] = list(sc.token_recall(responses, references))
         if "bertscore" in kinds:
-            values.update({f"bert_{k}": v for k, v in ctx.scorers.bert.score(responses, references).items()})
+            values.update({f"bert_{k}": list(v) for k, v in ctx.scorers.bert.score(responses, references).items()})
         if "embedding" in kinds:
             values["similarity"] = list(ctx.scorers.embedder.similarity(responses, references))
         return Scored(rows, values)
