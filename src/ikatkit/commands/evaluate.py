@@ -71,7 +71,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     counts = f"{len(result.evaluated)} judged turns evaluated, "
-    if args.ptkb:
+    if args.ptkb and not args.classify:
         from ikatkit.evaluate.ptkb import ptkb_rankings
 
         listed = ptkb_rankings(run)
