@@ -9,10 +9,8 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 
 from ikatkit.cli import main
@@ -22,6 +20,8 @@ from ikatkit.simulate import profiles as pr
 from ikatkit.simulate.users import FAREWELL
 from ikatkit.studies.robustness import sessions
 from ikatkit.topics import load_topics
+
+from serving import wait_until_serving
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TOKEN = "local-test-token"
@@ -246,15 +246,7 @@ def test_simulate_profile_cooperative_answer_then_impatient_leave(ikat2023, tmp_
                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert server.poll() is None, server.stderr.read().decode()  # type: ignore[union-attr]
-            try:
-                httpx.get(f"{url}/docs", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+        wait_until_serving(server, url, 90, lambda: server.stderr.read().decode())  # type: ignore[union-attr]
         client = ApiClient(url, TOKEN)
         first = client.start("profiled", "d", {})
         assert first["utterance"] == "Can you help me find a diet for myself?"

@@ -7,16 +7,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 
 from ikatkit.cli import main
 from ikatkit.interactive.client import ApiClient
 from ikatkit.llm.server import free_port, llama_cpp_server
 from ikatkit.simulate.users import FAREWELL
+
+from serving import wait_until_serving
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TOKEN = "local-test-token"
@@ -66,15 +66,7 @@ def test_llm_users_talk_through_the_configured_llama_cpp_server(llm_url, demo_di
                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.stderr.read().decode()  # type: ignore[union-attr]
-            try:
-                httpx.get(f"{url}/docs", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+        wait_until_serving(server, url, 60, lambda: server.stderr.read().decode())  # type: ignore[union-attr]
         client = ApiClient(url, TOKEN)
         first = client.start("cfg", "d", {})
         assert first["utterance"].strip() and not first["last_response_of_session"]

@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 
 from ikatkit.cli import main
 from ikatkit.llm.server import free_port
 
 from bm25_config import BM25_EXTRACTIVE
+from serving import wait_until_serving
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TOKEN = "local-test-token"
@@ -108,15 +108,7 @@ def test_stopped_interactive_runs_resume_and_the_simulator_stops(config, ikat202
     server = start(server_args, server_log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server_log.read_text()
-            try:
-                httpx.get(f"{url}/docs", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_until_serving(server, url, 60, server_log.read_text)
         common = [str(config), "--api", url, "--index", str(passages_index)]
         assert main(["interactive", *common, "--run-id", "whole", "--out", str(tmp_path / "whole")]) == 0
         whole = answered(tmp_path / "whole" / "whole.jsonl")
