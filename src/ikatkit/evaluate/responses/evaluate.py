@@ -157,7 +157,12 @@ def _evaluate(run: ResponseRun, declared: list[ResponseMeasure], scorers: Respon
     for measure in declared:
         groups.setdefault(measure.needs, []).append(measure)
     for kind, measures in groups.items():
-        scored = PROVIDERS[kind].score(measures, ctx)
+        provider = PROVIDERS[kind]
+        if provider.topic_turns and run.interactive:
+            warnings.append(f"run {run.name} is interactive: its turns are the simulated user's, not the topics', "
+                            f"so the topics' {provider.evidence} do not apply (no {provider.evidence} measures)")
+            continue
+        scored = provider.score(measures, ctx)
         for measure in measures:
             label = _label(measure, scorers)
             for q, value in zip(scored.rows, scored.values.get(measure.key, [])):

@@ -96,6 +96,7 @@ class Provider:
     needs: ClassVar[Needs]
     evidence: ClassVar[str] = ""  # the argument of evaluate_response_runs holding the evidence ("" = none)
     fix: ClassVar[str] = ""  # how to give that evidence
+    topic_turns: ClassVar[bool] = False  # its evidence is per topic turn: none applies to an interactive run's turns
 
     def score(self, measures: list[ResponseMeasure], ctx: Context) -> Scored:
         raise NotImplementedError

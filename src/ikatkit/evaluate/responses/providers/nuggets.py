@@ -13,12 +13,9 @@ class Nuggets(Provider):
     needs = "nuggets"
     evidence = "nuggets"
     fix = "pass --nuggets"
+    topic_turns = True
 
     def score(self, measures: list[ResponseMeasure], ctx: Context) -> Scored:
-        if ctx.run.interactive:
-            ctx.warnings.append(f"run {ctx.run.name} is interactive: its turns are the simulated user's, not the "
-                                "topics', so the topics' nuggets do not apply (no nuggets measures)")
-            return Scored([], {})
         assert ctx.nuggets is not None
         nuggets = ctx.nuggets
         rows = [q for q in ctx.turns if nuggets.get(q)]

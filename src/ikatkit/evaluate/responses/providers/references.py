@@ -12,12 +12,9 @@ class References(Provider):
     needs = "reference"
     evidence = "references"
     fix = "pass --topics (canonical responses) or --references"
+    topic_turns = True
 
     def score(self, measures: list[ResponseMeasure], ctx: Context) -> Scored:
-        if ctx.run.interactive:
-            ctx.warnings.append(f"run {ctx.run.name} is interactive: its turns are the simulated user's, not the "
-                                "topics', so the topics' reference responses do not apply (no references measures)")
-            return Scored([], {})
         rows = [q for q in ctx.turns if ctx.references.get(q, "").strip()]
         responses, references = [ctx.responses[q] for q in rows], [ctx.references[q] for q in rows]
         kinds = {m.scorer for m in measures}
