@@ -67,7 +67,7 @@ def command(args: Sequence[str], env: dict[str, str] | None = None) -> dict[str,
 
 def build(folder: Path, n: int, threads: int) -> dict[str, Any]:
     """ikatkit's ``index build`` and Anserini's IndexCollection alone on the same JSONL."""
-    from ikatkit.index.build import run_anserini
+    from ikatkit.index.anserini import run_anserini
 
     source = folder / "passages" / "passages.jsonl"
     found: dict[str, Any] = {}
