@@ -17,6 +17,7 @@ as the anchor, a client that answers every utterance of the same conversations w
 the server path alone). The HTTP share is HTTP p50 / (pipeline p50 + HTTP p50).
 
     PYTHONPATH=src python bench/bench_interactive.py [--data ../shared/ikat/2023] [--work .cache/bench-interactive]
+        [--configs bm25 ...] [--index /work/scale-indexes/r2000000/index]
 """
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ def main() -> None:
     parser.add_argument("--ce-max-length", type=int, default=512, help="tokens of a (query, passage) pair kept")
     parser.add_argument("--depth", type=int, default=10, help="candidates the MiniLM models re-rank per turn")
     parser.add_argument("--tiny-depth", type=int, default=100, help="candidates the TinyBERT-shaped one re-ranks")
+    parser.add_argument("--index", type=Path, help="search this Lucene index instead of the 894 real passages' (e.g. "
+                                                   "a realistic collection of bench_scale.py: latency at its size)")
     args = parser.parse_args()
     from ikatkit.interactive.driver import run_interactive
     from ikatkit.simulate.server import Simulator
@@ -157,7 +160,7 @@ def main() -> None:
     os.environ["IKAT_API_TOKEN"] = TOKEN
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    index = index_of(Path(args.data), work)
+    index = args.index or index_of(Path(args.data), work)
     all_topics = load_topics(Path(args.data) / "test_topics.json")
     options = f"max_length = {args.ce_max_length}\n" + (f"threads = {args.ce_threads}\n" if args.ce_threads else "")
     configs = {  # built on use: the cross-encoders are saved under --work the first time
@@ -206,7 +209,8 @@ def main() -> None:
         p50, p95 = percentiles(pipeline)
         h50, h95 = percentiles(http)
         a50, a95 = percentiles(empty)
-        rows.append({"config": name, "conversations": len(ids), "turns": len(turns), "wall_s": round(wall, 1),
+        rows.append({"config": name, "index": str(index), "conversations": len(ids), "turns": len(turns),
+                     "wall_s": round(wall, 1),
                      "pipeline_p50": p50, "pipeline_p95": p95,
                      "turn_p50": float(np.percentile(np.add(pipeline, http), 50)),
                      "turn_p95": float(np.percentile(np.add(pipeline, http), 95)),
