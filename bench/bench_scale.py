@@ -29,22 +29,25 @@ from common import ProcessTree, machine_busy_s, timed  # noqa: E402
 from realistic import Generator, check, write  # noqa: E402
 
 ORGANIZERS = 116_838_987
-BYTES_PER_PASSAGE = 9000  # text + hashes + two indexes (ikatkit's, Anserini's), measured at 200k: ~8.4 KB
+BYTES_PER_PASSAGE = 6000  # text + hashes + two indexes (ikatkit's, Anserini's): 5.5 KB a passage at 2M
+ANSERINI_BYTES = 2100  # Anserini's index alone: 2.03 KB a passage at 2M
 TOPICS = Path(os.environ.get("IKAT_DATA", Path(__file__).resolve().parents[2] / "shared" / "ikat")) / "2023" / \
     "test_topics.json"
 CLI = "import sys; from ikatkit.cli import main; sys.exit(main())"
 MAX_INT = 2147483647
 
 
-def disk_check(root: Path, sizes: Sequence[int]) -> dict[str, Any]:
+def disk_check(root: Path, sizes: Sequence[int], anserini: bool = True) -> dict[str, Any]:
     """What the sizes not yet built need on disk against what is free; exits when short."""
     root.mkdir(parents=True, exist_ok=True)
-    needed = sum(n * BYTES_PER_PASSAGE for n in sizes if not (root / f"r{n}" / "done.json").exists())
+    per_passage = BYTES_PER_PASSAGE - (0 if anserini else ANSERINI_BYTES)
+    needed = sum(n * per_passage for n in sizes if not (root / f"r{n}" / "done.json").exists())
     free = shutil.disk_usage(root).free
     found = {"root": str(root), "needed_gb": round(needed / 1e9, 1), "free_gb": round(free / 1e9, 1)}
     if needed > free * 0.9:
         sys.exit(f"bench_scale: {root} has {free / 1e9:.1f} GB free; sizes {list(sizes)} need about "
-                 f"{needed / 1e9:.1f} GB ({BYTES_PER_PASSAGE} B a passage): free space or pass smaller --passages")
+                 f"{needed / 1e9:.1f} GB ({per_passage} B a passage): free space, pass smaller --passages or "
+                 "--skip anserini")
     return found
 
 
@@ -65,14 +68,14 @@ def command(args: Sequence[str], env: dict[str, str] | None = None) -> dict[str,
             else done.stdout.strip().splitlines()[-1:]}
 
 
-def build(folder: Path, n: int, threads: int) -> dict[str, Any]:
-    """ikatkit's ``index build`` and Anserini's IndexCollection alone on the same JSONL."""
+def build(folder: Path, n: int, threads: int, anserini: bool = True) -> dict[str, Any]:
+    """ikatkit's ``index build`` and Anserini's IndexCollection alone on the same JSONL (``anserini``)."""
     from ikatkit.index.anserini import run_anserini
 
     source = folder / "passages" / "passages.jsonl"
     found: dict[str, Any] = {}
     own, foreign = folder / "index", folder / "anserini"
-    for name, target in (("ikatkit", own), ("anserini", foreign)):
+    for name, target in (("ikatkit", own), ("anserini", foreign))[:2 if anserini else 1]:
         if (target / "segments.gen").exists() or any(target.glob("segments_*")):
             found[name] = json.loads((folder / f"build-{name}.json").read_text())
             continue
@@ -96,7 +99,8 @@ def build(folder: Path, n: int, threads: int) -> dict[str, Any]:
                   "index_bytes": du(target)}
         (folder / f"build-{name}.json").write_text(json.dumps(report))
         found[name] = report
-    found["ratio_vs_anserini"] = round(found["ikatkit"]["passages_per_s"] / found["anserini"]["passages_per_s"], 3)
+    if anserini:
+        found["ratio_vs_anserini"] = round(found["ikatkit"]["passages_per_s"] / found["anserini"]["passages_per_s"], 3)
     return found
 
 
@@ -241,9 +245,9 @@ def first_query(index: Path, queries: list[str]) -> dict[str, Any]:
     return found
 
 
-def commands(folder: Path) -> dict[str, Any]:
+def commands(folder: Path, anserini: bool = True) -> dict[str, Any]:
     """``search`` of the 2023 year (332 turns, k=1000, the real rewrites), ``validate --index`` and ``--ids`` of
-    that run, ``index stats`` of both indexes, ``index verify`` against plain and .bz2 hashes."""
+    that run, ``index stats`` of both indexes (``anserini``), ``index verify`` against plain and .bz2 hashes."""
     own, foreign, run = folder / "index", folder / "anserini", folder / "year.trec"
     found = {"search_year_k1000": command(["search", "--index", str(own), "--topics", str(TOPICS), "--queries",
                                            "manual", "--k", "1000", "--out", str(run)])}
@@ -251,8 +255,10 @@ def commands(folder: Path) -> dict[str, Any]:
     found["validate_ids_bz2"] = command(["validate", str(run), "--topics", str(TOPICS), "--ids",
                                          str(folder / "hashes.tsv.bz2")])
     found["stats_own"] = command(["index", "stats", str(own)])
-    found["stats_foreign"] = command(["index", "stats", str(foreign)])
-    found["validate_index_foreign"] = command(["validate", str(run), "--topics", str(TOPICS), "--index", str(foreign)])
+    if anserini:
+        found["stats_foreign"] = command(["index", "stats", str(foreign)])
+        found["validate_index_foreign"] = command(["validate", str(run), "--topics", str(TOPICS), "--index",
+                                                   str(foreign)])
     for name in ("hashes.tsv", "hashes.tsv.bz2"):
         found[f"verify_{name}"] = command(["index", "verify", str(own), "--hashes", str(folder / name)])
     return found
@@ -335,7 +341,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["search", "cold", "commands"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["search", "cold", "commands", "anserini"],
+                        help="steps left out (anserini: its IndexCollection build and the foreign-index commands, "
+                             "when the disk is short)")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--figure", type=Path, help="draw the log-log figure here (from --report if given)")
     parser.add_argument("--report", type=Path, help="a JSON this bench wrote: only draw --figure from it")
@@ -343,7 +351,8 @@ def main() -> None:
     if args.report:
         plot(json.loads(args.report.read_text()), args.figure)
         return
-    report: dict[str, Any] = {"disk": disk_check(args.root, args.passages), "generator": check(),
+    anserini = "anserini" not in args.skip
+    report: dict[str, Any] = {"disk": disk_check(args.root, args.passages, anserini), "generator": check(),
                               "load_average_start": os.getloadavg()[0], "sizes": {}}
     for n in sorted(args.passages):
         folder = args.root / f"r{n}"
@@ -351,15 +360,15 @@ def main() -> None:
             seconds, written = timed(lambda: write(folder, n))
             (folder / "generated.json").write_text(json.dumps({**written, "seconds": round(seconds, 1)}))
         figures: dict[str, Any] = {"collection": json.loads((folder / "generated.json").read_text())}
-        figures["build"] = build(folder, n, args.threads)
+        figures["build"] = build(folder, n, args.threads, anserini)
         queries = Generator(n).queries(args.queries)
         if "search" not in args.skip:
             figures["search"] = search(folder / "index", queries, args.repeats, args.threads)
         if "cold" not in args.skip:
             figures["first_query"] = first_query(folder / "index", queries[-2:])
         if "commands" not in args.skip:
-            figures["commands"] = commands(folder)
-        if not args.skip:
+            figures["commands"] = commands(folder, anserini)
+        if not set(args.skip) - {"anserini"}:
             (folder / "done.json").write_text(json.dumps(figures))
         report["sizes"][n] = figures
         print(json.dumps({n: figures}), file=sys.stderr, flush=True)
