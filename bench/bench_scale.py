@@ -157,7 +157,7 @@ def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[
             "ikatkit": lambda q, b: searcher.search(q, k),
             "java_alone": lambda q, b: searcher.top_hits.search(searcher.searcher, parse(q), k, SPARE, searcher.sort,
                                                                 "id")}, built)
-        same = all([(h.docid, float(h.score)) for h in lucene.search(q, k)] == [(h.docid, h.score) for h in b]
+        same = all([(h.docid, float(h.score)) for h in lucene.search(q, k)] == b
                    for q, b in zip(queries, results["ikatkit"]))
         found[f"k={k}"] = {**{f"{name}_q_per_s": round(len(queries) / s, 1) for name, s in best.items()},
                            "ikatkit_vs_java_alone": round(best["java_alone"] / best["ikatkit"], 3),
@@ -170,7 +170,7 @@ def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[
             "java_alone": lambda: searcher.top_hits.searchMany(searcher.searcher, [parse(q) for q in queries], k,
                                                                SPARE, searcher.sort, "id", threads)})
         same = all([(h.docid, float(h.score)) for h in results["lucene_searcher"][str(i)]]
-                   == [(h.docid, h.score) for h in results["ikatkit"][i]] for i in batch)
+                   == results["ikatkit"][i] for i in batch)
         found[f"batch k={k}"] = {**{f"{name}_q_per_s": round(len(queries) / s, 1) for name, s in best.items()},
                                  "ikatkit_vs_java_alone": round(best["java_alone"] / best["ikatkit"], 3),
                                  "ikatkit_vs_lucene_searcher": round(best["lucene_searcher"] / best["ikatkit"], 2),

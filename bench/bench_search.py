@@ -61,8 +61,8 @@ def main() -> None:
             anchor, reference, ours, hits = best_of(args.repeats,
                                                     lambda: [searcher.pyserini.search(q, k) for q in queries],
                                                     lambda: [searcher.search(q, k) for q in queries])
-            same = all([h.docid for h in a] == [h.docid for h in b] for a, b in zip(reference, hits))
-            gap = max((abs(a.score - b.score) for r, h in zip(reference, hits) for a, b in zip(r, h)), default=0.0)
+            same = all([h.docid for h in a] == [pid for pid, _ in b] for a, b in zip(reference, hits))
+            gap = max((abs(a.score - b[1]) for r, h in zip(reference, hits) for a, b in zip(r, h)), default=0.0)
             report[f"k={k}"] = {"lucene_searcher_q_per_s": round(len(queries) / anchor, 1),
                                 "ikatkit_q_per_s": round(len(queries) / ours, 1),
                                 "ratio_vs_lucene_searcher": round(anchor / ours, 2), "same_ids": same,
@@ -72,7 +72,7 @@ def main() -> None:
             args.repeats,
             lambda: searcher.pyserini.batch_search(queries, [str(i) for i in batch], 1000, searcher.threads),
             lambda: searcher.batch_search(batch, 1000))
-        same = all([h.docid for h in reference[str(i)]] == [h.docid for h in hits[i]] for i in batch)
+        same = all([h.docid for h in reference[str(i)]] == [pid for pid, _ in hits[i]] for i in batch)
         report[f"batch k=1000, {searcher.threads} threads"] = {
             "lucene_searcher_q_per_s": round(len(queries) / anchor, 1),
             "ikatkit_q_per_s": round(len(queries) / ours, 1),

@@ -1,7 +1,8 @@
-"""Where a k=1000 BM25 search spends its time (issue 33, item 8): LuceneSearcher, our TopHits path with the ids
-converted one String per hit (before), with one joined string (now), our own reader, and the Java side alone, on one
-synthetic 200,000-passage index (built once into /tmp/ikatkit-bench200k), 200 queries, one process. Each query runs
-every variant in turn, 3 rounds; a variant's time is the sum of each query's fastest (robust on a busy machine).
+"""Where a k=1000 BM25 search spends its time (issues 33 and 41): LuceneSearcher, our TopHits path with the ids
+converted one String per hit, with one joined string made into NamedTuple hits (before issue 41), ikatkit's
+``Bm25Searcher.search`` (plain pairs), our own reader, and the Java side alone, on one synthetic 200,000-passage index
+(built once into /tmp/ikatkit-bench200k), 200 queries, one process. Each query runs every variant in turn, 3 rounds;
+a variant's time is the sum of each query's fastest (robust on a busy machine).
 
     python bench/search_paths.py [INDEX PASSAGES]   # or a realistic index of bench_scale.py, e.g.
     python bench/search_paths.py /work/scale-indexes/r200000/index 200000
@@ -14,8 +15,9 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import sentence  # noqa: E402
@@ -24,6 +26,12 @@ from ikatkit.index.build import build_index  # noqa: E402
 
 INDEX = Path("/tmp/ikatkit-bench200k")
 PASSAGES, QUERIES, K = 200000, 200, 1000
+
+
+class Former(NamedTuple):
+    """The hits before issue 41: a NamedTuple each."""
+    docid: str
+    score: float
 
 
 def synthetic_index(rng: random.Random) -> Path:
@@ -40,7 +48,7 @@ def synthetic_index(rng: random.Random) -> Path:
 
 def main() -> None:
     from ikatkit.java import autoclass
-    from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher, Hit, hits
+    from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher, Hit
 
     rng = random.Random(1)
     if len(sys.argv) > 1:  # a realistic collection's index of bench_scale.py and its generator's queries
@@ -66,13 +74,18 @@ def main() -> None:
 
     def per_id(lucene: Any, query: str) -> list[Hit]:
         found = top(lucene, query)
-        return list(map(Hit, found.ids, found.scores))
+        return list(zip(found.ids, found.scores))
+
+    def named(lucene: Any, query: str) -> list[Former]:
+        found = top(lucene, query)
+        return list(map(tuple.__new__, repeat(Former), zip(found.joinedIds.split("\n"), found.scores)))
 
     variants: dict[str, Callable[[str], object]] = {
         "lucene_searcher": lambda q: searcher.pyserini.search(q, K),
         "one_string_per_id": lambda q: per_id(searcher.searcher, q),
         "own_reader": lambda q: per_id(own, q),
-        "joined_ids": lambda q: hits(top(searcher.searcher, q)),
+        "namedtuple_hits": lambda q: named(searcher.searcher, q),
+        "ikatkit": lambda q: searcher.search(q, K),
         "java_only": lambda q: top(searcher.searcher, q),
     }
     for function in variants.values():
@@ -90,8 +103,8 @@ def main() -> None:
     print({name: round(best["lucene_searcher"] / value, 2) for name, value in best.items()}, "ratio vs LuceneSearcher")
     print({name: round(best["java_only"] / value, 3) for name, value in best.items()}, "ratio vs Java alone")
     reference = [searcher.pyserini.search(q, K) for q in queries]
-    mine = [hits(top(searcher.searcher, q)) for q in queries]
-    same = all([(h.docid, h.score) for h in a] == [(h.docid, h.score) for h in b] for a, b in zip(reference, mine))
+    mine = [searcher.search(q, K) for q in queries]
+    same = all([(h.docid, h.score) for h in a] == b for a, b in zip(reference, mine))
     print("same ids and scores as LuceneSearcher:", same, f"({sum(map(len, mine))} hits)")
 
 

@@ -144,7 +144,7 @@ def test_real_passages_index_finds_them(passages_index, passages_jsonl):
     # A passage's whole text finds it first (a span would not: stride-5 windows share half their sentences).
     queries = {r["id"]: r["contents"] for r in sample}
     hits = searcher.batch_search(queries, 10)
-    assert sum(hits[pid][0].docid == pid for pid in queries) == 30
+    assert sum(hits[pid][0][0] == pid for pid in queries) == 30
     assert doc(passages_index, sample[0]["id"]) == sample[0]["contents"]
     assert doc(passages_index, "clueweb22-en9999-99-99999:0") is None
     assert manifest["format"] == "jsonl" and manifest["sources"][0]["format"] == "jsonl"  # detected, not "auto"
@@ -299,7 +299,7 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     time.sleep(0.5)
     left = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(child.pid)], capture_output=True, text=True).stdout
     assert "sleep 600" not in left and "spawn_main" not in left, left
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 300  # a hang waits out `sleep 600`; 60 s was missed on a loaded machine
     assert not list(tmp_path.glob(".i*")) and not list(tmp_path.glob("i*"))
     # killed outright (SIGKILL): its work folder stays until the next build of that index removes it; a build
     # of the same index still running is refused

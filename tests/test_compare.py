@@ -44,7 +44,7 @@ def data(request) -> Data:
         demo = request.getfixturevalue("demo_dir")
         queries = load_topics(demo / "topics.json").queries("manual")
         hits = Bm25Searcher(request.getfixturevalue("demo_index")).batch_search(queries, 100)
-        reference = {q: {h.docid: float(h.score) for h in found} for q, found in hits.items()}
+        reference = {q: dict(found) for q, found in hits.items()}
         return Data(reference, demo / "qrels.txt", demo / "ptkb_qrels.txt", demo / "topics.json")
     year = request.getfixturevalue("ikat2023")
     reference = json.loads((year / "reference_run" / "splade_deberta_run.json").read_text())

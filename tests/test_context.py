@@ -262,7 +262,7 @@ def test_context_command_evaluates_methods(ikat2023, passages_index, tmp_path, c
     turns = topics.conversation("17-2").turns
     hits = Bm25Searcher(passages_index).search(" ".join([turns[3].utterance] + [t.utterance for t in turns[:3]]), 1000)
     qrels = {"17-2_4": load_qrels(ikat2023 / "qrels.txt")["17-2_4"]}
-    expected = evaluate({"17-2_4": {h.docid: h.score for h in hits}}, qrels, ["nDCG@3", "R(rel=2)@10"])
+    expected = evaluate({"17-2_4": dict(hits)}, qrels, ["nDCG@3", "R(rel=2)@10"])
     measured = result.comparisons["all conversations"].results["all"].per_query["17-2_4"]
     assert measured["nDCG@3"] == pytest.approx(expected.mean["nDCG@3"])
     assert measured["R(rel=2)@10"] == pytest.approx(expected.mean["R(rel=2)@10"])

@@ -88,5 +88,5 @@ def test_demo_index_rewards_rewriting(data: Path, topics: Topics, tmp_path_facto
     ndcg = {}
     for kind in ("raw", "manual"):
         hits = searcher.batch_search(topics.queries(kind), 100)
-        ndcg[kind] = evaluate({q: {h.docid: h.score for h in hs} for q, hs in hits.items()}, qrels).mean["nDCG@5"]
+        ndcg[kind] = evaluate({q: dict(hs) for q, hs in hits.items()}, qrels).mean["nDCG@5"]
     assert ndcg["manual"] > 0.6 and ndcg["manual"] - ndcg["raw"] > 0.15, ndcg

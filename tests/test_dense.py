@@ -85,10 +85,10 @@ def test_flat_top_k_equals_numpy_cosine(dense_index, judged):
         order = np.argsort(-row, kind="stable")[:10]
         got = hits[qid]
         assert len(got) == 10
-        assert np.allclose([h.score for h in got], row[order], atol=1e-5)
-        same = [h.docid == ids[i] for h, i in zip(got, order)]
+        assert np.allclose([score for _, score in got], row[order], atol=1e-5)
+        same = [pid == ids[i] for (pid, _), i in zip(got, order)]
         # a swap is only allowed between scores equal to float32 precision
-        assert all(s or abs(row[i] - h.score) < 1e-5 for s, h, i in zip(same, got, order))
+        assert all(s or abs(row[i] - score) < 1e-5 for s, (_, score), i in zip(same, got, order))
     assert searcher.batch_search({"empty": "  "}, 10) == {"empty": []}
 
 
@@ -109,8 +109,8 @@ def test_dense_resource_retrieves_and_reads_texts(dense_index, judged, tmp_path)
     searcher = stages[1].searcher
     for record in records:
         expected = searcher.search(record.query, 5)  # alone: its embedding may differ in the last float bit
-        assert [pid for pid, _ in record.ranking] == [h.docid for h in expected]
-        assert np.allclose([s for _, s in record.ranking], [h.score for h in expected], atol=1e-6)
+        assert [pid for pid, _ in record.ranking] == [pid for pid, _ in expected]
+        assert np.allclose([s for _, s in record.ranking], [score for _, score in expected], atol=1e-6)
     pid = records[0].ranking[0][0]
     assert searcher.texts([pid, "no-such-id"]) == {pid: _passages(judged.passages)[pid]}
 
@@ -147,7 +147,7 @@ def test_interrupted_encode_resumes_and_reindexes(dense_index, judged, ray_local
     searcher = DenseSearcher(out, nprobe=4)  # every list probed: exact
     query = {"q": "how much protein does a vegetarian marathon runner need"}
     scores = searcher.encoder.encode(list(query.values())) @ vectors.astype(np.float32).T
-    assert [h.docid for h in searcher.batch_search(query, 5)["q"]] == [ids[i] for i in np.argsort(-scores[0])[:5]]
+    assert [pid for pid, _ in searcher.batch_search(query, 5)["q"]] == [ids[i] for i in np.argsort(-scores[0])[:5]]
 
 
 def test_ivfpq_trained_on_float16_shards(tmp_path):
@@ -242,7 +242,7 @@ def test_hybrid_search_command_fuses_as_the_fuse_stage(dense_index, judged, tmp_
     lists = [Bm25Searcher(judged.index).batch_search(queries, 20), DenseSearcher(dense_index).batch_search(queries, 20)]
     rows = [line.split() for line in out.read_text().splitlines()]
     for qid in queries:
-        bm25, dense = (dict(normalize([(h.docid, h.score) for h in found[qid]])) for found in lists)
+        bm25, dense = (dict(normalize(found[qid])) for found in lists)
         expected = {pid: 0.25 * bm25.get(pid, 0.0) + 0.75 * dense.get(pid, 0.0) for pid in {*bm25, *dense}}
         written = [(r[2], float(r[4])) for r in rows if r[0] == qid]
         assert [pid for pid, _ in written] == sorted(expected, key=lambda p: (-expected[p], p))[:20]

@@ -234,12 +234,12 @@ def test_gtr_queries_that_retrieve_nothing_fall_back(records, demo_index):
     first.queries = ["zzyzx qwfp", "xkcdq"]  # no such terms in the demo collection
     second.queries = ["xkcdq", second.utterance]  # one query retrieves: no fallback
     out = Fuse().transform(Retrieve(searcher, k=10, expand_ptkb=False).transform([first, second]))
-    own = [h.docid for h in searcher.search(first.utterance, 10)]
+    own = [pid for pid, _ in searcher.search(first.utterance, 10)]
     assert own and list(out[0].candidates) == [candidate_key("searcher", first.utterance)]
     assert [pid for pid, _ in out[0].ranking] == own
     assert out[0].notes == ["generated queries retrieved nothing: the turn's query searched"]
     assert out[1].candidates[candidate_key("searcher", "xkcdq")] == [] and not out[1].notes
-    assert [pid for pid, _ in out[1].ranking] == [h.docid for h in searcher.search(second.utterance, 10)]
+    assert [pid for pid, _ in out[1].ranking] == [pid for pid, _ in searcher.search(second.utterance, 10)]
 
 
 def test_context_evaluation_counts_guarded_rewrites(demo_dir, demo_index):

@@ -75,8 +75,8 @@ def test_one_partition_is_searched_as_its_own_index(category_parts, ikat2023):
     chosen = {qid: [1] if n % 2 else [0, 2] for n, qid in enumerate(texts)}
     found = searcher.batch_search(texts, 50, partitions=chosen)
     for n, qid in enumerate(texts):
-        assert all((hit.docid in members) == bool(n % 2) for hit in found[qid])
-    top = found[next(iter(texts))][0].docid
+        assert all((pid in members) == bool(n % 2) for pid, _ in found[qid])
+    top = found[next(iter(texts))][0][0]
     assert searcher.texts([top, "clueweb22-en0000-00-00000:99"]).keys() == {top}
     with pytest.raises(IkatError, match="no partition 3"):
         searcher.batch_search(texts, 10, partitions=[3])

@@ -23,8 +23,8 @@ def test_same_ranking_as_lucene_searcher(passages_index, ikat2023):
     total = 0
     for qid, query in queries.items():
         reference = searcher.pyserini.search(query, 1000)
-        assert [h.docid for h in ours[qid]] == [h.docid for h in reference], qid
-        assert [h.score for h in ours[qid]] == [h.score for h in reference], qid  # exactly: the same float32 values
+        assert [pid for pid, _ in ours[qid]] == [h.docid for h in reference], qid
+        assert [score for _, score in ours[qid]] == [h.score for h in reference], qid  # exactly: the same float32
         total += len(reference)
     assert total > 100_000
     assert searcher.search("   ", 10) == [] and searcher.search("the of and", 10) == []
@@ -38,7 +38,7 @@ def test_same_ranking_as_lucene_searcher_on_the_demo(demo_index, demo_dir, kind)
     ours = searcher.batch_search(queries, 1000)
     for qid, query in queries.items():
         reference = searcher.pyserini.search(query, 1000)
-        assert [(h.docid, h.score) for h in ours[qid]] == [(h.docid, h.score) for h in reference], qid
+        assert ours[qid] == [(h.docid, h.score) for h in reference], qid
     assert sum(map(len, ours.values())) > 12 * 50
 
 
@@ -59,8 +59,8 @@ def test_rm3_and_texts(demo_index):
     query = "vegetarian diet without soy"
     assert plain.search(query, 50) != rm3.search(query, 50)
     top = plain.search(query, 3)
-    texts = plain.texts([top[0].docid, "clueweb22-en9999-99-99999:0"])
-    assert list(texts) == [top[0].docid] and texts[top[0].docid]
+    texts = plain.texts([top[0][0], "clueweb22-en9999-99-99999:0"])
+    assert list(texts) == [top[0][0]] and texts[top[0][0]]
 
 
 def test_without_a_jdk_search_goes_through_pyserini(passages_index, tmp_path):

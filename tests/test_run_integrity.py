@@ -200,7 +200,7 @@ def test_two_retrievers_keep_their_own_candidates(tmp_path, topics, demo_index):
     assert list(record.candidates) == [f"bm25\t{query}", f"bm25_flat\t{query}"]
     for key, k, (k1, b) in ((f"bm25\t{query}", 10, (0.9, 0.4)), (f"bm25_flat\t{query}", 8, (1.2, 0.75))):
         hits = Bm25Searcher(demo_index, k1, b).batch_search({"q": query}, k)["q"]
-        assert record.candidates[key] == [(h.docid, float(h.score)) for h in hits]
+        assert record.candidates[key] == hits
         assert {pid for pid, _ in record.reranked[key]} == {pid for pid, _ in record.candidates[key]}
     assert record.ranking == rrf(list(record.reranked.values()), 1000)
     assert outcome.valid is True

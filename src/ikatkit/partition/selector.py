@@ -51,12 +51,12 @@ def states(queries: Mapping[str, str], rankings: Sequence[Mapping[str, list[Hit]
     result: dict[str, np.ndarray] = {}
     for qid in qids:
         q = query_vectors[qid]
-        best_bm25 = max((ranking[qid][0].score for ranking in rankings if ranking[qid]), default=0.0)
+        best_bm25 = max((ranking[qid][0][1] for ranking in rankings if ranking[qid]), default=0.0)
         rows = []
         for number, ranking in enumerate(rankings):
             hits = [pid for pid, _ in ranking[qid][:top] if pid in passage_vectors]
             cosines = [float(passage_vectors[pid] @ q) for pid in hits]
-            score = ranking[qid][0].score if ranking[qid] else 0.0
+            score = ranking[qid][0][1] if ranking[qid] else 0.0
             row = [math.log1p(score), score / best_bm25 if best_bm25 > 0 else 0.0,
                    max(cosines, default=0.0), float(np.mean(cosines)) if cosines else 0.0]
             if centroids is not None:

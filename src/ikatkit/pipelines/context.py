@@ -177,7 +177,7 @@ class Cascade:
             state.groups.append((members, grounded))
         context = list(members)
         query = " ".join([utterance, *(state.utterances[k] for k in context)])
-        found = [h.docid for h in self.searcher.search(query, self.passages) if h.docid not in grounded]
+        found = [pid for pid, _ in self.searcher.search(query, self.passages) if pid not in grounded]
         self._texts.update(self.searcher.texts([pid for pid in found if pid not in self._texts]))
         grounded.extend(found)
         members.append(len(state.utterances))

@@ -18,9 +18,8 @@ from __future__ import annotations
 import gc
 import sys
 from functools import lru_cache
-from itertools import repeat
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ikatkit.index.lucene import open_index
 from ikatkit.index.texts import TextsFunction
@@ -28,9 +27,9 @@ from ikatkit.index.texts import TextsFunction
 SPARE = 16  # extra hits fetched so that score ties at rank k are seen whole
 
 
-class Hit(NamedTuple):
-    docid: str
-    score: float
+Hit = tuple[str, float]
+"""A ranked passage: (passage id, score). A plain tuple: a NamedTuple costs five times the CPU to make, and 1,000 of
+them a query were the last 5-20% between a k=1000 search and the same search in Java alone (docs/benchmarks.md)."""
 
 
 class Bm25Searcher:
@@ -78,7 +77,7 @@ class Bm25Searcher:
         if not query.strip():
             return []
         if not self.bulk:
-            return [Hit(h.docid, float(h.score)) for h in self.pyserini.search(query, k)]
+            return [(h.docid, float(h.score)) for h in self.pyserini.search(query, k)]
         lucene_query = self.generator.buildQuery("contents", self.analyzer, query)
         if lucene_query is None:
             return []
@@ -86,11 +85,11 @@ class Bm25Searcher:
         return hits(top)
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
-        """``{qid: [Hit, ...]}`` for ``{qid: query}``, searched on ``threads`` threads."""
+        """``{qid: [(passage id, score), ...]}`` for ``{qid: query}``, searched on ``threads`` threads."""
         if not self.bulk:
             live = {qid: q for qid, q in queries.items() if q.strip()}
             found = self.pyserini.batch_search(list(live.values()), list(live), k, self.threads) if live else {}
-            return {qid: [Hit(h.docid, float(h.score)) for h in found.get(qid, [])] for qid in queries}
+            return {qid: [(h.docid, float(h.score)) for h in found.get(qid, [])] for qid in queries}
         built = {qid: self.generator.buildQuery("contents", self.analyzer, q) if q.strip() else None
                  for qid, q in queries.items()}
         live = [qid for qid, query in built.items() if query is not None]
@@ -118,13 +117,11 @@ class Bm25Searcher:
 
 
 def hits(top: Any) -> list[Hit]:
-    """A ``TopHits`` ranking as Hits: the ids cross from Java as one string (a String per hit costs more than the
-    search at k=1000); each Hit is made by ``tuple.__new__`` in C (``Hit(...)`` runs NamedTuple's Python
-    ``__new__``: 1.8x the CPU per hit)."""
+    """A ``TopHits`` ranking as (id, score) pairs: the ids cross from Java as one string (a String per hit costs
+    more than the search at k=1000), the pairs are zipped in C."""
     scores = top.scores
     ids = top.joinedIds.split("\n") if len(scores) else []
-    pairs = zip(ids if len(ids) == len(scores) else top.ids, scores)  # an id with a newline: one by one
-    return list(map(tuple.__new__, repeat(Hit), pairs))
+    return list(zip(ids if len(ids) == len(scores) else top.ids, scores))  # an id with a newline: one by one
 
 
 @lru_cache(maxsize=None)

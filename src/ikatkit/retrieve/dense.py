@@ -70,7 +70,7 @@ class DenseSearcher:
         return self.batch_search({"q": query}, k)["q"]
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
-        """``{qid: [Hit, ...]}`` for ``{qid: query}``; an empty query finds nothing."""
+        """``{qid: [(passage id, score), ...]}`` for ``{qid: query}``; an empty query finds nothing."""
         live = [qid for qid, q in queries.items() if q.strip()]
         found: dict[str, list[Hit]] = {}
         if live:
@@ -78,7 +78,7 @@ class DenseSearcher:
             for qid, row_scores, row_ids in zip(live, scores, rows):
                 kept = row_ids >= 0
                 ids = self.ids.take(row_ids[kept]).to_pylist()
-                found[qid] = [Hit(pid, float(s)) for pid, s in zip(ids, row_scores[kept])]
+                found[qid] = list(zip(ids, row_scores[kept].tolist()))
         return {qid: found.get(qid, []) for qid in queries}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:

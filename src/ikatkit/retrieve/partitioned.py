@@ -87,7 +87,8 @@ class PartitionedSearcher:
 
     def batch_search(self, queries: Mapping[str, str], k: int = 1000,
                      partitions: Sequence[int] | Mapping[str, Sequence[int]] | None = None) -> dict[str, list[Hit]]:
-        """``{qid: [Hit, ...]}`` for ``{qid: query}`` over the chosen partitions, on ``threads`` threads."""
+        """``{qid: [(passage id, score), ...]}`` for ``{qid: query}`` over the chosen partitions, on ``threads``
+        threads."""
         groups: dict[Choice, list[str]] = {}
         for qid in queries:
             wanted = partitions.get(qid) if isinstance(partitions, Mapping) else partitions

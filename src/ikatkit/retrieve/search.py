@@ -21,7 +21,7 @@ def search(searcher: Any, queries: Mapping[str, str], k: int = 1000,
     after ``select_partition``) restricts each query to its partitions where any is chosen."""
     restrict = {"partitions": dict(partitions)} if partitions and any(partitions.values()) else {}
     hits = searcher.batch_search(dict(queries), k, **restrict)
-    return {qid: [(h.docid, float(h.score)) for h in hits[qid]] for qid in queries}
+    return {qid: hits[qid] for qid in queries}
 
 
 def search_all(searchers: Sequence[Any], queries: Mapping[str, str], k: int = 1000) -> list[Lists]:
