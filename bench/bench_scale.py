@@ -7,7 +7,8 @@ extrapolation to the organizers' 116,838,987 passages. Collections and indexes l
 repository), rebuilt from the seed when absent; the free disk space is checked first.
 
     python bench/bench_scale.py --passages 200000 2000000 [20000000] [--root /work/scale-indexes] [--out scale.json]
-        [--figure bench/figures/scale.png]
+        [--figure bench/figures/scale.png] [--skip anserini]
+    python bench/bench_scale.py --report scale.json scale-10m.json --out merged.json --figure scale.png
 """
 
 from __future__ import annotations
@@ -346,10 +347,16 @@ def main() -> None:
                              "when the disk is short)")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--figure", type=Path, help="draw the log-log figure here (from --report if given)")
-    parser.add_argument("--report", type=Path, help="a JSON this bench wrote: only draw --figure from it")
+    parser.add_argument("--report", type=Path, nargs="+",
+                        help="JSONs this bench wrote: merge their sizes (a later file wins), refit the exponents, "
+                             "print the merged JSON (and --out) and draw --figure; nothing is measured")
     args = parser.parse_args()
     if args.report:
-        plot(json.loads(args.report.read_text()), args.figure)
+        reports = [json.loads(path.read_text()) for path in args.report]
+        merged = {**reports[0], "merged_from": [str(path) for path in args.report],
+                  "sizes": {n: figures for report in reports for n, figures in report["sizes"].items()}}
+        merged["fits"] = exponents(merged["sizes"])
+        finish(merged, args.out, args.figure)
         return
     anserini = "anserini" not in args.skip
     report: dict[str, Any] = {"disk": disk_check(args.root, args.passages, anserini), "generator": check(),
@@ -374,12 +381,17 @@ def main() -> None:
         print(json.dumps({n: figures}), file=sys.stderr, flush=True)
     report["load_average_end"] = os.getloadavg()[0]
     report["fits"] = exponents(report["sizes"])
+    finish(report, args.out, args.figure)
+
+
+def finish(report: dict[str, Any], out: Path | None, figure: Path | None) -> None:
+    """Print the report's JSON, write it to ``out`` and draw ``figure`` where given."""
     text = json.dumps(report, indent=2)
     print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    if args.figure:
-        plot(report, args.figure)
+    if out:
+        out.write_text(text + "\n")
+    if figure:
+        plot(report, figure)
 
 
 if __name__ == "__main__":
