@@ -315,15 +315,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
     figure, axes = plt.subplots(figsize=(7, 4.5))
     sizes = sorted(report["sizes"], key=int)
     for label, key in PLOTTED.items():
-        values = [dict(_leaves(report["sizes"][n])).get(key) for n in sizes]
-        if None in values:
+        measured = [n for n in sizes if dict(_leaves(report["sizes"][n])).get(key) is not None]  # a size may skip
+        values = [dict(_leaves(report["sizes"][n]))[key] for n in measured]
+        if not values:
             continue
         if key.endswith("q_per_s"):  # as seconds for the 100 queries
-            values = [report["sizes"][n]["search"]["queries"] / v for n, v in zip(sizes, values)]
-        line, = axes.plot([int(n) for n in sizes], values, marker="o", label=label)
+            values = [report["sizes"][n]["search"]["queries"] / v for n, v in zip(measured, values)]
+        line, = axes.plot([int(n) for n in measured], values, marker="o", label=label)
         fit = report["fits"].get(key)
         if fit and not key.endswith("q_per_s"):
-            axes.plot([int(sizes[-1]), ORGANIZERS], [values[-1], fit["at_116.8M"]], linestyle="--",
+            axes.plot([int(measured[-1]), ORGANIZERS], [values[-1], fit["at_116.8M"]], linestyle="--",
                       color=line.get_color())
     axes.set_xscale("log")
     axes.set_yscale("log")
