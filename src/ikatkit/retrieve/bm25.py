@@ -15,7 +15,6 @@ Pyserini (same ranking, slower).
 
 from __future__ import annotations
 
-import gc
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -28,8 +27,10 @@ SPARE = 16  # extra hits fetched so that score ties at rank k are seen whole
 
 
 Hit = tuple[str, float]
-"""A ranked passage: (passage id, score). A plain tuple: a NamedTuple costs five times the CPU to make, and 1,000 of
-them a query were the last 5-20% between a k=1000 search and the same search in Java alone (docs/benchmarks.md)."""
+"""A ranked passage: (passage id, score). A plain tuple: a NamedTuple costs four times the CPU to make, and the
+garbage collector keeps tracking it (a batch of them set off full collections of the whole heap, JVM bridge and
+Pyserini included); 1,000 of them a query were the last 5-20% between a k=1000 search and Java alone
+(docs/benchmarks.md)."""
 
 
 class Bm25Searcher:
@@ -71,7 +72,6 @@ class Bm25Searcher:
             self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
                 "id", getattr(autoclass("org.apache.lucene.search.SortField$Type"), kind)))
         self._texts: Any = None
-        _freeze_startup_heap()
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
         if not query.strip():
@@ -122,16 +122,6 @@ def hits(top: Any) -> list[Hit]:
     scores = top.scores
     ids = top.joinedIds.split("\n") if len(scores) else []
     return list(zip(ids if len(ids) == len(scores) else top.ids, scores))  # an id with a newline: one by one
-
-
-@lru_cache(maxsize=None)
-def _freeze_startup_heap() -> None:
-    """Move the objects alive once the JVM and Pyserini are loaded (about half a million: modules, classes,
-    functions) to the garbage collector's permanent generation, once per process. Hits are tuples the collector
-    tracks; a batch of 332 x 1000 of them triggers full collections that otherwise walk that whole startup heap
-    again each time: 25-35% of a k=1000 search's CPU on a 200k-passage index. Frozen objects are still freed by
-    reference counting; only cycles among them are left uncollected."""
-    gc.freeze()
 
 
 @lru_cache(maxsize=None)
