@@ -349,13 +349,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--figure", type=Path, help="draw the log-log figure here (from --report if given)")
     parser.add_argument("--report", type=Path, nargs="+",
-                        help="JSONs this bench wrote: merge their sizes (a later file wins), refit the exponents, "
-                             "print the merged JSON (and --out) and draw --figure; nothing is measured")
+                        help="JSONs this bench wrote: merge their sizes (a later file's figures win, step by step), "
+                             "refit the exponents, print the merged JSON (and --out) and draw --figure; nothing is "
+                             "measured")
     args = parser.parse_args()
     if args.report:
         reports = [json.loads(path.read_text()) for path in args.report]
-        merged = {**reports[0], "merged_from": [str(path) for path in args.report],
-                  "sizes": {n: figures for report in reports for n, figures in report["sizes"].items()}}
+        sizes: dict[str, Any] = {}
+        for report in reports:
+            for n, figures in report["sizes"].items():
+                sizes[n] = merge(sizes.get(n, {}), figures)
+        merged = {**reports[0], "merged_from": [str(path) for path in args.report], "sizes": sizes}
         merged["fits"] = exponents(merged["sizes"])
         finish(merged, args.out, args.figure)
         return
@@ -383,6 +387,12 @@ def main() -> None:
     report["load_average_end"] = os.getloadavg()[0]
     report["fits"] = exponents(report["sizes"])
     finish(report, args.out, args.figure)
+
+
+def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` updated by ``new`` at every depth (a step measured again replaces only its own figures)."""
+    return {**old, **{key: merge(old[key], value) if isinstance(value, dict) and isinstance(old.get(key), dict)
+                      else value for key, value in new.items()}}
 
 
 def finish(report: dict[str, Any], out: Path | None, figure: Path | None) -> None:
