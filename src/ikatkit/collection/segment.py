@@ -92,7 +92,7 @@ def segment(doc_id: str, clean_text: str, split: Splitter = rule_splitter) -> li
     """``[(passage_id, text), ...]`` of one document."""
     text = clean_text.replace("\n", " ").strip()[:MAX_CHARS]
     sentences = split(text)
-    passages = []
+    passages: list[tuple[str, str]] = []
     for i in range(0, len(sentences), STRIDE):
         passages.append((f"{doc_id}:{len(passages)}", " ".join(sentences[i: i + WINDOW])))
         if i + WINDOW >= len(sentences):

@@ -17,14 +17,14 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from json.encoder import encode_basestring, encode_basestring_ascii
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ikatkit.collection.readers import ReadStats, read_passages
 from ikatkit.collection.segment import splitter as make_splitter
@@ -91,7 +91,7 @@ def file_sha256(path: Path) -> tuple[int, str]:
 
 
 def _segment(task: Task, worker: int, workers: int, counts: ctypes.Array[ctypes.c_longlong],
-             outs: list[IO[bytes]]) -> list[FileReport]:
+             outs: Sequence[IO[bytes]]) -> list[FileReport]:
     """Write the passages of this worker's files in chunks to ``outs`` in turn, hashes aside; per-file reports."""
     split, reports, lines, written = make_splitter(task.splitter), [], [], 0
     with IdHashes(task.hashes, worker) as hashes:
@@ -185,7 +185,7 @@ class Segmenters:
         broken, ended = False, 0.0
         while self._running or broken:
             for conn in wait(list(self._running), timeout=0.2):
-                received = self._receive(conn)
+                received = self._receive(cast(Connection, conn))  # wait() returns what it was given
                 broken = broken or received is None
                 reports.extend(received or [])
             progress(sum(self._counts))

@@ -87,9 +87,9 @@ class Bm25Searcher:
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
         """``{qid: [(passage id, score), ...]}`` for ``{qid: query}``, searched on ``threads`` threads."""
         if not self.bulk:
-            live = {qid: q for qid, q in queries.items() if q.strip()}
-            found = self.pyserini.batch_search(list(live.values()), list(live), k, self.threads) if live else {}
-            return {qid: [(h.docid, float(h.score)) for h in found.get(qid, [])] for qid in queries}
+            asked = {qid: q for qid, q in queries.items() if q.strip()}
+            answered = self.pyserini.batch_search(list(asked.values()), list(asked), k, self.threads) if asked else {}
+            return {qid: [(h.docid, float(h.score)) for h in answered.get(qid, [])] for qid in queries}
         built = {qid: self.generator.buildQuery("contents", self.analyzer, q) if q.strip() else None
                  for qid, q in queries.items()}
         live = [qid for qid, query in built.items() if query is not None]
