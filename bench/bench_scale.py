@@ -42,7 +42,8 @@ def disk_check(root: Path, sizes: Sequence[int], anserini: bool = True) -> dict[
     """What the sizes not yet built need on disk against what is free; exits when short."""
     root.mkdir(parents=True, exist_ok=True)
     per_passage = BYTES_PER_PASSAGE - (0 if anserini else ANSERINI_BYTES)
-    needed = sum(n * per_passage for n in sizes if not (root / f"r{n}" / "done.json").exists())
+    needed = sum(max(0, n * per_passage - du(root / f"r{n}")) for n in sizes  # less what is already there
+                 if not (root / f"r{n}" / "done.json").exists())
     free = shutil.disk_usage(root).free
     found = {"root": str(root), "needed_gb": round(needed / 1e9, 1), "free_gb": round(free / 1e9, 1)}
     if needed > free * 0.9:
