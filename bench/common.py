@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -120,3 +122,12 @@ def machine_busy_s() -> float:
     """CPU seconds every process on the machine has used since boot (all cores, from /proc/stat)."""
     user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def say_llm_cpu(start: float, threads: int) -> None:
+    """Wall seconds since ``start`` (``time.perf_counter``) and the CPU of this process and of its children (a
+    llama.cpp server on ``threads`` threads), on stderr."""
+    wall = time.perf_counter() - start
+    own, server = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"wall {wall:.0f} s; CPU {own.ru_utime + own.ru_stime:.0f} s (this process), "
+          f"{server.ru_utime + server.ru_stime:.0f} s (llama.cpp server, {threads} thread(s))", file=sys.stderr)

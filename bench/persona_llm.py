@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import say_llm_cpu  # noqa: E402
 
 
 def write_examples(path: Path, topics: list[str], config: dict, conversations: list[str] | None,
@@ -71,10 +73,7 @@ def main() -> int:
             cache = Path(evaluated.cache) if evaluated.cache else cache_root()
             write_examples(args.examples, evaluated.topics, {**config, "cache_dir": str(cache / "llm")},
                            evaluated.conversations, evaluated.limit)
-    wall = time.perf_counter() - start
-    own, server = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"wall {wall:.0f} s; CPU {own.ru_utime + own.ru_stime:.0f} s (this process), "
-          f"{server.ru_utime + server.ru_stime:.0f} s (llama.cpp server, {args.threads} thread(s))", file=sys.stderr)
+    say_llm_cpu(start, args.threads)
     return code
 
 

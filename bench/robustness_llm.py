@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import say_llm_cpu  # noqa: E402
 
 LLM_TABLE = re.compile(r"^\[resources\.llm\]\n(?:(?!\[).*\n?)*", re.MULTILINE)
 
@@ -54,10 +56,7 @@ def main() -> int:
         config.write_text(served(args.config.read_text(encoding="utf-8"), url, args.max_new_tokens),
                           encoding="utf-8")
         code = cli(["robustness", str(config), *rest])
-    wall = time.perf_counter() - start
-    own, server = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"wall {wall:.0f} s; CPU {own.ru_utime + own.ru_stime:.0f} s (this process), "
-          f"{server.ru_utime + server.ru_stime:.0f} s (llama.cpp server, {args.threads} thread(s))", file=sys.stderr)
+    say_llm_cpu(start, args.threads)
     return code
 
 
