@@ -264,7 +264,9 @@ def perturb(data: list[Any], profile: Profile, year: int | None = None,
     summary: dict[str, Any] = {"profile": profile.name, "seed": profile.seed, "year": topics.year,
                                "turns": 0, "changed": 0, "answered": {}, "left": {}}
     for conversation, raw in zip(topics.conversations, out):
-        kept, exchanges, previous = [], [], None
+        kept: list[Any] = []
+        exchanges: list[tuple[str, str | None]] = []
+        previous = None
         for turn, raw_turn in zip(conversation.turns, raw[turns_field]):
             left = profile.leaves(exchanges)
             if left:

@@ -212,11 +212,12 @@ class Simulator:
             if not self.run_exists(run_id, team) or not self.run_requests(run_id):
                 raise HTTPException(404, f'Run "{run_id}" does not exist.')
             meta = self.runs[run_id]
-            head = {"team_id": meta["team_id"], "run_id": run_id, "description": meta["description"],
+            head: dict[str, Any] = {"team_id": meta["team_id"], "run_id": run_id, "description": meta["description"],
                     "extra": meta["extra"]}
             by_topic: dict[str, list[dict[str, Any]]] = {}
             for r in self.run_requests(run_id):
                 by_topic.setdefault(r["topic_id"], []).append(r)
+            rows: list[dict[str, Any]]
             rows = [{"metadata": {**head, "topic_id": f"{topic}_{i}"},
                      "responses": [{"rank": 1, "user_utterance": r["user_utterance"], "user_meta": r["user_meta"],
                                     "assistant_text": r["assistant_response"],

@@ -152,7 +152,7 @@ class LlmUser:
         return Utterance(text, False, self._meta(rubric=question, fallback=fallback or None))
 
     def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance:
-        asked = [m.get("rubric") for m in metas if m.get("rubric")]
+        asked: list[str] = [m["rubric"] for m in metas if m.get("rubric")]
         question = asked[-1]
         score = self.grade(question, history[-1]["content"])
         said = sum(m["role"] == "user" for m in history)
