@@ -75,7 +75,9 @@ class LLM:
         return cache_key(backend=self.backend, model=self.model, adapter=self.adapter_id, options=self.identity(),
                          messages=messages, params=params, sample=sample)
 
-    def _generate(self, batch: list[Messages], params: dict[str, Any]) -> list[tuple[str, int, int]]:
+    def _generate(self, batch: list[Messages], params: dict[str, Any],
+                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
+        """(text, prompt tokens, completion tokens) per conversation; ``seeds``, one per row, when sampling."""
         raise NotImplementedError
 
     def chat(self, batch: list[Messages], **overrides: Any) -> list[str]:

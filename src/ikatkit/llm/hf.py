@@ -55,7 +55,7 @@ def load_model(model: str, adapter: str | None = None, quantization: str | None 
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    network = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    network: Any = AutoModelForCausalLM.from_pretrained(path, **kwargs)  # or a PeftModel around it
     if adapter:
         from peft import PeftModel
 
