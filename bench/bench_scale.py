@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ProcessTree, machine_busy_s, timed  # noqa: E402
+from common import ProcessTree, drop_cache, machine_busy_s, timed  # noqa: E402
 from realistic import Generator, check, write  # noqa: E402
 
 ORGANIZERS = 116_838_987
@@ -232,13 +232,7 @@ def first_query(index: Path, queries: list[str]) -> dict[str, Any]:
     found: dict[str, Any] = {"method": "posix_fadvise(POSIX_FADV_DONTNEED) on every index file"}
     for state in ("cold", "warm"):
         if state == "cold":
-            for path in index.iterdir():
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+            drop_cache(index)
         done = subprocess.run([sys.executable, "-c", script, str(index), queries[0], queries[1]],
                               capture_output=True, text=True, check=True)
         first, second = json.loads(done.stdout.strip().splitlines()[-1])
@@ -315,9 +309,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     figure, axes = plt.subplots(figsize=(7, 4.5))
     sizes = sorted(report["sizes"], key=int)
+    leaves = {n: dict(_leaves(report["sizes"][n])) for n in sizes}
     for label, key in PLOTTED.items():
-        measured = [n for n in sizes if dict(_leaves(report["sizes"][n])).get(key) is not None]  # a size may skip
-        values = [dict(_leaves(report["sizes"][n]))[key] for n in measured]
+        measured = [n for n in sizes if leaves[n].get(key) is not None]  # a size may have skipped the step
+        values = [leaves[n][key] for n in measured]
         if not values:
             continue
         if key.endswith("q_per_s"):  # as seconds for the 100 queries

@@ -131,3 +131,14 @@ def say_llm_cpu(start: float, threads: int) -> None:
     own, server = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"wall {wall:.0f} s; CPU {own.ru_utime + own.ru_stime:.0f} s (this process), "
           f"{server.ru_utime + server.ru_stime:.0f} s (llama.cpp server, {threads} thread(s))", file=sys.stderr)
+
+
+def drop_cache(folder: Path) -> None:
+    """Ask the kernel to drop the page cache of every file in ``folder`` (posix_fadvise DONTNEED; no root needed)."""
+    for path in folder.iterdir():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+from common import drop_cache  # noqa: E402
 from realistic import Generator  # noqa: E402
 
 V1 = Path("/sys/fs/cgroup/memory")
@@ -36,15 +37,6 @@ for _ in range(2):
     passes.append(len(queries) / (time.perf_counter() - start))
 print(json.dumps(passes))
 """
-
-
-def drop_cache(index: Path) -> None:
-    for path in index.iterdir():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def cgroup(limit: int) -> tuple[Path, str, str]:

@@ -212,8 +212,8 @@ class Simulator:
             if not self.run_exists(run_id, team) or not self.run_requests(run_id):
                 raise HTTPException(404, f'Run "{run_id}" does not exist.')
             meta = self.runs[run_id]
-            head: dict[str, Any] = {"team_id": meta["team_id"], "run_id": run_id, "description": meta["description"],
-                    "extra": meta["extra"]}
+            head: dict[str, Any] = {"team_id": meta["team_id"], "run_id": run_id,
+                                    "description": meta["description"], "extra": meta["extra"]}
             by_topic: dict[str, list[dict[str, Any]]] = {}
             for r in self.run_requests(run_id):
                 by_topic.setdefault(r["topic_id"], []).append(r)
