@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ProcessTree, drop_cache, machine_busy_s, timed  # noqa: E402
+from common import ProcessTree, drop_cache, interleaved, machine_busy_s, timed  # noqa: E402
 from realistic import Generator, check, write  # noqa: E402
 
 ORGANIZERS = 116_838_987
@@ -117,30 +117,11 @@ def best_of(repeats: int, sides: dict[str, Callable[[], Any]]) -> tuple[dict[str
     return {name: min(values) for name, values in times.items()}, results
 
 
-def per_query(repeats: int, queries: list[str], sides: dict[str, Callable[[str, Any], Any]],
-              built: list[Any]) -> tuple[dict[str, float], dict[str, list[Any]]]:
-    """Each side on each query in turn, ``repeats`` rounds: per side the sum over queries of each query's fastest
-    time (a busy machine's interruptions filtered out query by query), and ikatkit's results. Only ikatkit's are
-    kept alive through a round, as a batch's are: keeping the others' too (LuceneSearcher's 1000 Java objects a
-    query) would bill their garbage collection to whichever side allocates next."""
-    fastest = {name: [math.inf] * len(queries) for name in sides}
-    kept: list[Any] = []
-    for _ in range(repeats):
-        kept = []
-        for i, (query, lucene_query) in enumerate(zip(queries, built)):
-            for name, function in sides.items():
-                start = time.perf_counter()
-                found = function(query, lucene_query)
-                fastest[name][i] = min(fastest[name][i], time.perf_counter() - start)
-                if name == "ikatkit":
-                    kept.append(found)
-                del found
-    return {name: sum(times) for name, times in fastest.items()}, {"ikatkit": kept}
-
-
 def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[str, Any]:
-    """q/s of ikatkit, the same search in Java alone and LuceneSearcher, one thread (:func:`per_query`) and batch
-    (:func:`best_of` whole batches), k=100 and 1000."""
+    """q/s of ikatkit and the same search in Java alone, one thread (:func:`common.interleaved`, ikatkit's results
+    kept alive as a batch's are) and batch (:func:`best_of` whole batches), k=100 and 1000; LuceneSearcher in a
+    pass of its own after them: run between them, it slows ikatkit and not Java alone (``search_paths.py
+    --lucene-between``, docs/benchmarks.md), and no ikatkit run has it beside."""
     from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher
 
     searcher = Bm25Searcher(index, threads=threads)
@@ -149,36 +130,39 @@ def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[
     def parse(query: str) -> Any:  # Anserini's bag-of-words query, as the searcher builds it
         return searcher.generator.buildQuery("contents", searcher.analyzer, query)
 
-    built = [parse(q) for q in queries]
     found: dict[str, Any] = {"queries": len(queries), "threads_batch": threads}
     for query in queries[:20]:  # JIT warm-up, both paths
         lucene.search(query, 1000), searcher.search(query, 1000)
     for k in (100, 1000):
-        best, results = per_query(repeats, queries, {
-            "lucene_searcher": lambda q, b: lucene.search(q, k),
-            "ikatkit": lambda q, b: searcher.search(q, k),
-            "java_alone": lambda q, b: searcher.top_hits.search(searcher.searcher, parse(q), k, SPARE, searcher.sort,
-                                                                "id")}, built)
-        same = all([(h.docid, float(h.score)) for h in lucene.search(q, k)] == b
-                   for q, b in zip(queries, results["ikatkit"]))
-        found[f"k={k}"] = {**{f"{name}_q_per_s": round(len(queries) / s, 1) for name, s in best.items()},
-                           "ikatkit_vs_java_alone": round(best["java_alone"] / best["ikatkit"], 3),
-                           "ikatkit_vs_lucene_searcher": round(best["lucene_searcher"] / best["ikatkit"], 2),
-                           "same_ids_and_scores": same}
+        best, kept = interleaved(queries, {
+            "ikatkit": lambda q: searcher.search(q, k),
+            "java_alone": lambda q: searcher.top_hits.search(searcher.searcher, parse(q), k, SPARE, searcher.sort,
+                                                             "id")}, repeats, keep={"ikatkit"})
+        best.update(interleaved(queries, {"lucene_searcher": lambda q: lucene.search(q, k)}, repeats)[0])
+        same = all([(h.docid, float(h.score)) for h in lucene.search(q, k)] == mine
+                   for q, mine in zip(queries, kept["ikatkit"]))
+        found[f"k={k}"] = ratios(len(queries), best, same)
         batch = dict(enumerate(queries))
         best, results = best_of(repeats, {
-            "lucene_searcher": lambda: lucene.batch_search(queries, [str(i) for i in batch], k, threads),
             "ikatkit": lambda: searcher.batch_search(batch, k),
-            "java_alone": lambda: searcher.top_hits.searchMany(searcher.searcher, [parse(q) for q in queries], k,
-                                                               SPARE, searcher.sort, "id", threads)})
-        same = all([(h.docid, float(h.score)) for h in results["lucene_searcher"][str(i)]]
+            "java_alone": lambda: searcher.top_hits.submit(searcher.searcher, [parse(q) for q in queries], k,
+                                                           SPARE, searcher.sort, "id", threads).all()})
+        reference = best_of(repeats, {
+            "lucene_searcher": lambda: lucene.batch_search(queries, [str(i) for i in batch], k, threads)})
+        best.update(reference[0])
+        same = all([(h.docid, float(h.score)) for h in reference[1]["lucene_searcher"][str(i)]]
                    == results["ikatkit"][i] for i in batch)
-        found[f"batch k={k}"] = {**{f"{name}_q_per_s": round(len(queries) / s, 1) for name, s in best.items()},
-                                 "ikatkit_vs_java_alone": round(best["java_alone"] / best["ikatkit"], 3),
-                                 "ikatkit_vs_lucene_searcher": round(best["lucene_searcher"] / best["ikatkit"], 2),
-                                 "same_ids_and_scores": same}
-    found["pruning"] = pruning(searcher, built, repeats)
+        found[f"batch k={k}"] = ratios(len(queries), best, same)
+    found["pruning"] = pruning(searcher, [parse(q) for q in queries], repeats)
     return found
+
+
+def ratios(queries: int, best: dict[str, float], same: bool) -> dict[str, Any]:
+    """q/s of each side and ikatkit's ratios to Java alone and to LuceneSearcher."""
+    return {**{f"{name}_q_per_s": round(queries / seconds, 1) for name, seconds in best.items()},
+            "ikatkit_vs_java_alone": round(best["java_alone"] / best["ikatkit"], 3),
+            "ikatkit_vs_lucene_searcher": round(best["lucene_searcher"] / best["ikatkit"], 2),
+            "same_ids_and_scores": same}
 
 
 def pruning(searcher: Any, built: list[Any], repeats: int) -> dict[str, Any]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import resource
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 WORDS = ("protein vegetarian runner knee marathon training diet tofu lentils beans japan train rail pass hiking "
          "family budget phone android camera battery pasta sauce tomato basil olive oil garlic recovery muscle "
@@ -43,6 +45,29 @@ def timed(function: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     result = function()
     return time.perf_counter() - start, result
+
+
+def interleaved(items: Sequence[Any], sides: dict[str, Callable[[Any], Any]], rounds: int,
+                keep: Collection[str] = ()) -> tuple[dict[str, float], dict[str, list[Any]]]:
+    """Each item run by every side in turn, ``rounds`` rounds, the order rotated from item to item and round to
+    round so that no side always follows the same one: per side the sum over items of each item's fastest time (a
+    busy machine's interruptions filtered out item by item), and the last round's results of the sides in
+    ``keep``, kept alive through the round as a batch's are."""
+    names = list(sides)
+    fastest = {name: [math.inf] * len(items) for name in names}
+    kept: dict[str, list[Any]] = {}
+    for round_ in range(rounds):
+        kept = {name: [] for name in keep}
+        for i, item in enumerate(items):
+            turn = (i + round_) % len(names)
+            for name in names[turn:] + names[:turn]:
+                start = time.perf_counter()
+                found = sides[name](item)
+                fastest[name][i] = min(fastest[name][i], time.perf_counter() - start)
+                if name in kept:
+                    kept[name].append(found)
+                del found
+    return {name: sum(times) for name, times in fastest.items()}, kept
 
 
 class ProcessTree:

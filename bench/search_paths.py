@@ -1,26 +1,27 @@
 """Where a k=1000 BM25 search spends its time (issues 33 and 41): LuceneSearcher, our TopHits path with the ids
 converted one String per hit, with one joined string made into NamedTuple hits (before issue 41), ikatkit's
 ``Bm25Searcher.search`` (plain pairs), our own reader, and the Java side alone, on one synthetic 200,000-passage index
-(built once into /tmp/ikatkit-bench200k), 200 queries, one process. Each query runs every variant in turn, 3 rounds;
-a variant's time is the sum of each query's fastest (robust on a busy machine).
+(built once into /tmp/ikatkit-bench200k), 200 queries, one process. Each query runs every variant in turn (the order
+rotated), 3 rounds; a variant's time is the sum of each query's fastest (robust on a busy machine). LuceneSearcher
+runs in a pass of its own after them: run between them, it slows ikatkit and not Java alone (``--lucene-between``).
 
-    python bench/search_paths.py [INDEX PASSAGES]   # or a realistic index of bench_scale.py, e.g.
+    python bench/search_paths.py [INDEX PASSAGES] [--lucene-between]   # a realistic index of bench_scale.py, e.g.
     python bench/search_paths.py /work/scale-indexes/r200000/index 200000
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
-import time
 from collections.abc import Callable
 from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import sentence  # noqa: E402
+from common import interleaved, sentence  # noqa: E402
 
 from ikatkit.index.build import build_index  # noqa: E402
 
@@ -50,12 +51,18 @@ def main() -> None:
     from ikatkit.java import autoclass
     from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher, Hit
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("index", type=Path, nargs="?", help="a realistic index of bench_scale.py (else the synthetic)")
+    parser.add_argument("passages", type=int, nargs="?", help="its size (its generator's queries)")
+    parser.add_argument("--lucene-between", action="store_true",
+                        help="run LuceneSearcher between the others, query by query, as this bench did before")
+    args = parser.parse_args()
     rng = random.Random(1)
-    if len(sys.argv) > 1:  # a realistic collection's index of bench_scale.py and its generator's queries
+    if args.index:  # a realistic collection's index of bench_scale.py and its generator's queries
         from realistic import Generator
 
-        index = Path(sys.argv[1])
-        queries = Generator(int(sys.argv[2])).queries(QUERIES)
+        index = args.index
+        queries = Generator(args.passages).queries(QUERIES)
     else:
         index = synthetic_index(rng)
         queries = [" ".join(rng.sample(sentence(rng).rstrip(".").split(), 4)) for _ in range(QUERIES)]
@@ -81,24 +88,20 @@ def main() -> None:
         return list(map(tuple.__new__, repeat(Former), zip(found.joinedIds.split("\n"), found.scores)))
 
     variants: dict[str, Callable[[str], object]] = {
-        "lucene_searcher": lambda q: searcher.pyserini.search(q, K),
         "one_string_per_id": lambda q: per_id(searcher.searcher, q),
         "own_reader": lambda q: per_id(own, q),
         "namedtuple_hits": lambda q: named(searcher.searcher, q),
         "ikatkit": lambda q: searcher.search(q, K),
         "java_only": lambda q: top(searcher.searcher, q),
     }
-    for function in variants.values():
+    anchor: dict[str, Callable[[str], object]] = {"lucene_searcher": lambda q: searcher.pyserini.search(q, K)}
+    for function in [*variants.values(), *anchor.values()]:
         [function(q) for q in queries[:50]]  # warm up (JIT)
-    fastest = {name: [float("inf")] * len(queries) for name in variants}
-    for _ in range(3):  # per query, each variant in turn; each round's results kept alive as a batch's are
-        kept: dict[str, list[object]] = {name: [] for name in variants}
-        for i, query in enumerate(queries):
-            for name, function in variants.items():
-                start = time.perf_counter()
-                kept[name].append(function(query))
-                fastest[name][i] = min(fastest[name][i], time.perf_counter() - start)
-    best = {name: sum(values) for name, values in fastest.items()}
+    if args.lucene_between:
+        best, _ = interleaved(queries, {**anchor, **variants}, 3, keep=set(variants))
+    else:  # results kept alive as a batch's are; LuceneSearcher in its own pass: run between the others, it slows them
+        best, _ = interleaved(queries, variants, 3, keep=set(variants))
+        best.update(interleaved(queries, anchor, 3)[0])
     print({name: round(QUERIES / value, 1) for name, value in best.items()}, "q/s (per query best of 3)")
     print({name: round(best["lucene_searcher"] / value, 2) for name, value in best.items()}, "ratio vs LuceneSearcher")
     print({name: round(best["java_only"] / value, 3) for name, value in best.items()}, "ratio vs Java alone")

@@ -42,6 +42,41 @@ def test_same_ranking_as_lucene_searcher_on_the_demo(demo_index, demo_dir, kind)
     assert sum(map(len, ours.values())) > 12 * 50
 
 
+def test_a_stop_while_a_batch_is_read_drops_the_searches_not_started(demo_index, demo_dir, monkeypatch):
+    """batch_search reads each ranking while later ones are searched; a Ctrl-C meanwhile cancels the rest."""
+    from jnius import JavaException
+
+    from ikatkit.retrieve import bm25
+
+    searcher = Bm25Searcher(demo_index, threads=1)
+    raw = load_topics(demo_dir / "topics.json").queries("raw")
+    queries = {f"{qid}#{i}": query for i in range(40) for qid, query in raw.items()}
+    batches = []
+    real = searcher.top_hits
+
+    class Spy:  # the real Java helper; only keeps the batch for the test to inspect
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def submit(self, *args):
+            batches.append(real.submit(*args))
+            return batches[-1]
+
+    def interrupted(top):
+        raise KeyboardInterrupt
+
+    searcher.top_hits = Spy()
+    monkeypatch.setattr(bm25, "hits", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        searcher.batch_search(queries, 1000)
+    assert len(batches) == 1 and batches[0].cancel() == 0  # batch_search had cancelled every pending one
+    with pytest.raises(JavaException, match="Cancellation"):
+        batches[0].get(len(queries) - 1)
+    monkeypatch.undo()
+    first = next(iter(queries.values()))
+    assert list(batches[0].get(0).ids) == [pid for pid, _ in searcher.search(first, 1000)]  # searched before the stop
+
+
 def test_scores_adjusted_like_anserini(demo_index):
     """Rounded to 1e-4; each further tie 1e-6 lower (float32), a tie run ends at a gap over 1e-4."""
     from ikatkit.java import autoclass

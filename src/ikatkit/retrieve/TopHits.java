@@ -2,6 +2,7 @@ package ikatkit;
 
 import java.io.IOException;
 import java.lang.reflect.Field;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
@@ -79,22 +80,52 @@ public final class TopHits {
     return new TopHits(ids, anseriniScores(scores));
   }
 
-  /** {@link #search} for many queries on {@code threads} threads; results in the queries' order. */
-  public static TopHits[] searchMany(IndexSearcher searcher, Query[] queries, int k, int spare, Sort sort,
-      String idField, int threads) throws IOException, InterruptedException, ExecutionException {
+  /** {@link #search} for many queries on {@code threads} threads, all started at once: {@link Batch#get} waits
+   *  for one ranking, so Python reads the first ones while the later ones are still searched. */
+  public static Batch submit(IndexSearcher searcher, Query[] queries, int k, int spare, Sort sort, String idField,
+      int threads) {
     ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, threads));
     try {
-      List<Future<TopHits>> futures = new java.util.ArrayList<>();
+      List<Future<TopHits>> futures = new ArrayList<>();
       for (Query query : queries) {
         futures.add(pool.submit(() -> search(searcher, query, k, spare, sort, idField)));
       }
-      TopHits[] results = new TopHits[queries.length];
+      return new Batch(futures);
+    } finally {
+      pool.shutdown();  // the searches submitted still run; the threads end after the last
+    }
+  }
+
+  /** {@link #submit}'s rankings, in the queries' order. */
+  public static final class Batch {
+    private final List<Future<TopHits>> futures;
+
+    private Batch(List<Future<TopHits>> futures) {
+      this.futures = futures;
+    }
+
+    /** The ranking of query {@code i}, once searched. */
+    public TopHits get(int i) throws InterruptedException, ExecutionException {
+      return futures.get(i).get();
+    }
+
+    /** Cancels the searches not yet started (a stop while Python reads the rankings leaves none running);
+     *  how many. */
+    public int cancel() {
+      int cancelled = 0;
+      for (Future<TopHits> future : futures) {
+        cancelled += future.cancel(false) ? 1 : 0;
+      }
+      return cancelled;
+    }
+
+    /** Every ranking, once all are searched: the whole batch in Java (the bench's "Java alone"). */
+    public TopHits[] all() throws InterruptedException, ExecutionException {
+      TopHits[] results = new TopHits[futures.size()];
       for (int i = 0; i < results.length; i++) {
-        results[i] = futures.get(i).get();
+        results[i] = get(i);
       }
       return results;
-    } finally {
-      pool.shutdown();
     }
   }
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST
-from ikatkit.retrieve.bm25 import SPARE, Hit, hits
+from ikatkit.retrieve.bm25 import Hit, batch_hits
 
 PARTITIONS = "partitions.json"  # the manifest of a partitioned index (written by `ikatkit index partition`)
 Choice = tuple[int, ...]
@@ -98,10 +98,8 @@ class PartitionedSearcher:
             built = {qid: self.generator.buildQuery("contents", self.analyzer, queries[qid])
                      if queries[qid].strip() else None for qid in qids}
             live = [qid for qid in qids if built[qid] is not None]
-            if live:
-                tops = self.top_hits.searchMany(self.searcher(chosen), [built[qid] for qid in live], k, SPARE,
-                                                self.sort, "id", self.threads)
-                found.update({qid: hits(top) for qid, top in zip(live, tops)})
+            found.update(zip(live, batch_hits(self.top_hits, self.searcher(chosen), [built[qid] for qid in live], k,
+                                              self.sort, self.threads)))
         return {qid: found.get(qid, []) for qid in queries}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
