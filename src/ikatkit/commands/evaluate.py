@@ -156,12 +156,10 @@ def _response_options(args: argparse.Namespace) -> dict:
         raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
                         fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
     if args.llm_config:
-        from ikatkit.llm import make_llm, read_llm_config
-        from ikatkit.paths import cache_folder
+        from ikatkit.llm import command_llm
 
-        config = read_llm_config(args.llm_config)
-        config.setdefault("cache_dir", str(cache_folder("llm", args.cache)))  # where a run's LLM outputs go
-        scorers.llm = make_llm(config)  # the judge of the rubric measures, and of nuggets with --matcher llm
+        # the judge of the rubric measures, and of nuggets with --matcher llm
+        scorers.llm = command_llm(args.llm_config, None, args.cache)
         if args.matcher == "llm":
             scorers.matcher = LlmMatcher(scorers.llm)
     return {"topics": load_topics(args.topics) if args.topics else None, "references": args.references,
