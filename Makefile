@@ -33,7 +33,7 @@ $(VENV)/.setup-test: $(VENV)/.setup
 demo: setup
 	$(VENV)/bin/ikatkit demo --out runs/demo
 
-# ruff over src, tests and bench; mypy over the packages pyproject.toml's [tool.mypy] names (docs/development.md)
+# ruff over src, tests and bench; mypy over src/ikatkit, pyproject.toml's [tool.mypy] files (docs/development.md)
 lint: setup-test
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from ikatkit.errors import IkatError
-from ikatkit.llm import make_llm
+from ikatkit.llm import command_llm, make_llm
 from ikatkit.llm.cache import DiskCache, cache_key
 from ikatkit.llm.parse import parse_ptkb_classification, parse_queries, parse_rewrite
 from ikatkit.llm.prompts import TASKS, render
@@ -97,6 +97,19 @@ def test_config_errors(monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(IkatError, match="needs a CUDA GPU"):
             make_llm({"backend": "transformers", "model": "bundled:smollm2", "quantization": "4bit"})
+
+
+def test_command_llm_caches_under_the_command_cache_unless_the_file_says(tmp_path):
+    """--llm-config's LLM caches in the llm folder of --cache; a cache_dir in the file wins; --model alone is the
+    transformers backend with the command's options."""
+    config = tmp_path / "judge.toml"
+    config.write_text('[llm]\nbackend = "openai"\nmodel = "judge"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    llm = command_llm(config, "ignored", tmp_path / "cache")
+    assert llm.model == "judge" and llm.cache.folder == (tmp_path / "cache" / "llm").resolve()
+    config.write_text(config.read_text() + f'cache_dir = "{tmp_path / "own"}"\n')
+    assert command_llm(config, None, tmp_path / "cache").cache.folder == tmp_path / "own"
+    with pytest.raises(IkatError, match=r"unknown option\(s\) \['max_tokens'\] for the transformers backend"):
+        command_llm(None, "bundled:smollm2", tmp_path / "cache", max_tokens=5)
 
 
 def test_cache_survives_concurrent_writers_and_torn_files(tmp_path):

@@ -58,7 +58,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.studies.context import provenance_qrels, write_evaluation
-        from ikatkit.paths import cache_folder
         from ikatkit.pipelines.context import SCORED_METHODS, check_options
         from ikatkit.rank import make_ranker
         from ikatkit.topics import load_topics
@@ -85,10 +84,9 @@ def add(sub: argparse._SubParsersAction) -> None:
         reranker = make_ranker(args.rerank_kind, args.rerank) if args.rerank else None
         llm = None
         if args.llm:
-            from ikatkit.llm import make_llm
+            from ikatkit.llm import command_llm
 
-            llm = make_llm({"backend": "transformers", "model": args.llm, "max_new_tokens": args.max_new_tokens,
-                            "cache_dir": str(cache_folder("llm", args.cache))})
+            llm = command_llm(None, args.llm, args.cache, max_new_tokens=args.max_new_tokens)
         qrels = provenance_qrels(topics) if args.provenance_qrels else args.qrels
         result = evaluate_context(topics, args.index, qrels,
                                   methods=methods, n=args.n, passages=args.passages, scorer=scorer, k=args.k,

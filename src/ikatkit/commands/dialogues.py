@@ -75,13 +75,9 @@ def _agreement(args: argparse.Namespace, units: list, every: list, forms: dict) 
         judged = read_judged(args.judged, units)
         info["judge"] = args.judged
     else:
-        from ikatkit.llm import make_llm, read_llm_config
-        from ikatkit.paths import cache_folder
+        from ikatkit.llm import command_llm
 
-        config = read_llm_config(args.llm_config) if args.llm_config else {"backend": "transformers",
-                                                                           "model": args.model}
-        config.setdefault("cache_dir", str(cache_folder("llm", args.cache)))
-        judge = DialogueJudge(make_llm(config), forms)
+        judge = DialogueJudge(command_llm(args.llm_config, args.model, args.cache), forms)
         ptkb = None
         if args.topics:
             from ikatkit.topics import load_topics

@@ -17,6 +17,7 @@ from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 
 if TYPE_CHECKING:
     from ikatkit.evaluate.evaluate import EvalResult
+    from ikatkit.runs.model import Run
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -59,9 +60,10 @@ def _run_eval(args: argparse.Namespace) -> int:
 
         topics = load_topics(args.topics) if args.topics else None
         run = read_run(args.run, topics=topics)
+        rankings: Run | dict[str, dict[str, float]] = run
         if load_records(args.run)[0] == "dict":  # {qid: {ptkb_key: score}}: the keys are PTKB keys
-            run = {t.turn_id: dict(t.ranking()) for t in run.turns}
-        result = evaluate_ptkb(run, args.qrels, args.measures, missing=args.missing)
+            rankings = {t.turn_id: dict(t.ranking()) for t in run.turns}
+        result = evaluate_ptkb(rankings, args.qrels, args.measures, missing=args.missing)
     else:
         result = evaluate(args.run, args.qrels, args.measures, missing=args.missing)
     text = (json.dumps(result.to_json(args.per_query), indent=2) + "\n" if args.format == "json"
@@ -74,7 +76,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     if args.ptkb and not args.classify:
         from ikatkit.evaluate.ptkb import ptkb_rankings
 
-        listed = ptkb_rankings(run)
+        listed = ptkb_rankings(rankings)
         empty = sum(q in listed for q in result.missing)
         counts += (f"{empty} judged turns in the run with an empty PTKB provenance list, "
                    f"{len(result.missing) - empty} judged turns not in the run")
@@ -154,12 +156,10 @@ def _response_options(args: argparse.Namespace) -> dict:
         raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
                         fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
     if args.llm_config:
-        from ikatkit.llm import make_llm, read_llm_config
-        from ikatkit.paths import cache_folder
+        from ikatkit.llm import command_llm
 
-        config = read_llm_config(args.llm_config)
-        config.setdefault("cache_dir", str(cache_folder("llm", args.cache)))  # where a run's LLM outputs go
-        scorers.llm = make_llm(config)  # the judge of the rubric measures, and of nuggets with --matcher llm
+        # the judge of the rubric measures, and of nuggets with --matcher llm
+        scorers.llm = command_llm(args.llm_config, None, args.cache)
         if args.matcher == "llm":
             scorers.matcher = LlmMatcher(scorers.llm)
     return {"topics": load_topics(args.topics) if args.topics else None, "references": args.references,

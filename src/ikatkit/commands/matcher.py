@@ -60,15 +60,12 @@ def make_matcher(args: argparse.Namespace) -> Any:
             raise IkatError("the cross-encoder matcher needs --model", where="--matcher cross-encoder",
                             fix="pass an NLI cross-encoder id or folder (e.g. cross-encoder/nli-deberta-v3-base)")
         return ng.CrossEncoderMatcher(args.model)
-    from ikatkit.llm import make_llm, read_llm_config
-    from ikatkit.paths import cache_folder
+    from ikatkit.llm import command_llm
 
     if not (args.llm_config or args.model):
         raise IkatError("the LLM matcher needs --model or --llm-config", where="--matcher llm",
                         fix="pass --model bundled:smollm2 or an LLM config file")
-    config = read_llm_config(args.llm_config) if args.llm_config else {"backend": "transformers", "model": args.model}
-    config.setdefault("cache_dir", str(cache_folder("llm", args.cache)))  # where a run's LLM outputs go
-    return ng.LlmMatcher(make_llm(config))
+    return ng.LlmMatcher(command_llm(args.llm_config, args.model, args.cache))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     def run(args: argparse.Namespace) -> int:
         from ikatkit.evaluate.qrels import load_qrels
         from ikatkit.partition.selector import judged_turns
-        from ikatkit.rank import make_ranker
+        from ikatkit.rank import BiEncoder
         from ikatkit.topics import load_topics
 
         qrels = load_qrels(args.qrels) if args.qrels else None
@@ -42,7 +42,7 @@ def add(sub: argparse._SubParsersAction) -> None:
             topics = load_topics(path)
             queries.update(topics.queries(args.queries))
             judged.update(judged_turns(topics, qrels, args.provenance))
-        encoder = make_ranker("bi-encoder", args.model)
+        encoder = BiEncoder(args.model)
         policy = train_selector(args.partitions, queries, judged, encoder.encode, args.out, seed=args.seed,
                                 episodes=args.episodes)
         print(f"trained Agent-S on {len(policy.meta['turns'])} turns -> {args.out}")

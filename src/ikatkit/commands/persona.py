@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 # MiniLM cosine at which a user's words count as saying a statement: calibrated on the 2023 train topics
 # (`ikatkit persona-eval --topics ../shared/ikat/2023/train_topics.json --calibrate`, docs/persona.md).
@@ -36,7 +37,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         from ikatkit.errors import IkatError
         from ikatkit.studies.persona import calibrate, evaluate, llm_extract, load_cases, rule_extract, table
         from ikatkit.paths import cache_root
-        from ikatkit.rank import make_ranker
+        from ikatkit.rank import BiEncoder
 
         if args.threshold is not None and not 0 < args.threshold <= 1:
             raise IkatError(f"--threshold {args.threshold} is not in (0, 1]", where="--threshold",
@@ -46,14 +47,15 @@ def add(sub: argparse._SubParsersAction) -> None:
         cache = Path(args.cache) if args.cache else cache_root()
         files = {path: [c for c in load_cases(path) if not args.conversations or c.id in args.conversations]
                  [: args.limit] for path in args.topics}
-        encoder = make_ranker("bi-encoder", "bundled:minilm", cache_dir=str(cache / "embeddings"))
+        encoder = BiEncoder("bundled:minilm", cache_dir=str(cache / "embeddings"))
         threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
         if args.calibrate:
             threshold, f1 = calibrate(files[args.topics[0]], encoder.encode)
             sys.stdout.write("calibration (F1 of cosine >= t against the revealed rule, utterance x statement): "
                              + ", ".join(f"{t}: {v:.3f}" for t, v in f1.items()) + f"\nchosen: {threshold}\n\n")
         with_llm = bool(args.llm or args.llm_config)
-        extractors = [] if with_llm and args.llm_only else [("rule", rule_extract)]
+        extractors: list[tuple[str, Callable[[list[str]], dict[str, list[str]]]]] = (
+            [] if with_llm and args.llm_only else [("rule", rule_extract)])
         if with_llm:
             from ikatkit.llm import make_llm, read_llm_config
 

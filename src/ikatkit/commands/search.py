@@ -4,6 +4,7 @@ stages use (:mod:`ikatkit.retrieve.search`, :mod:`ikatkit.rank.rerank`, :func:`i
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ikatkit.commands import default
 from ikatkit.errors import IkatError
@@ -14,6 +15,9 @@ from ikatkit.retrieve.bm25 import Bm25Searcher
 from ikatkit.retrieve.fusion import METHODS
 from ikatkit.retrieve.search import search
 from ikatkit.topics import QUERY_KINDS
+
+if TYPE_CHECKING:
+    from ikatkit.retrieve.dense import DenseSearcher
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +67,8 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         if not args.index and not args.dense:
             raise IkatError("nothing to search", fix="pass --index (BM25), --dense (dense) or both (hybrid)")
         queries = queries_for(args.queries, args.topics)
-        searchers = [Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)] if args.index else []
+        searchers: list[Bm25Searcher | DenseSearcher] = (
+            [Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)] if args.index else [])
         if args.dense:
             from ikatkit.retrieve.dense import DenseSearcher
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,7 +281,7 @@ def compare_responses(runs: Any, baseline: str | None = None, measures: list[str
                     missing=options.get("missing", "skip"))
 
 
-def compare_ptkb(runs: dict[str, Run | str | Path], ptkb_qrels: Qrels | str | Path, topics: Topics | None = None,
+def compare_ptkb(runs: Mapping[str, Run | str | Path], ptkb_qrels: Qrels | str | Path, topics: Topics | None = None,
                  **options: Any) -> Comparison:
     """The runs' PTKB provenance rankings compared like passage rankings (``topics`` maps 2025 texts to keys).
     A run with no PTKB provenance on any judged turn is left out of this comparison and named in its note (the
@@ -306,6 +307,6 @@ def compare_ptkb(runs: dict[str, Run | str | Path], ptkb_qrels: Qrels | str | Pa
     return comparison
 
 
-def _sources(runs: dict[str, Any]) -> dict[str, str]:
+def _sources(runs: Mapping[str, Any]) -> dict[str, str]:
     """Each run's file, or "(in memory)" for runs passed as objects."""
     return {name: str(run) if isinstance(run, (str, Path)) else "(in memory)" for name, run in runs.items()}

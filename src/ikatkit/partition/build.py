@@ -74,15 +74,19 @@ def partition_index(source: str | Path, out: str | Path, strategy: str, m: int, 
             labels, centres = data["labels"], (data["centroids"] if "centroids" in data else None)
         category_map = json.loads((work / f"{saved.stem}.json").read_text(encoding="utf-8"))
     else:
-        categories = Categories(field, pattern) if strategy == "category" else None
+        categories = None
+        if strategy == "category":
+            assert field is not None  # checked above
+            categories = Categories(field, pattern)
         embeddings, codes, names = _first_pass(src, model, categories)
-        count = len(codes) if categories is not None else len(embeddings)
+        count = len(codes) if embeddings is None else len(embeddings)  # the category strategy embeds nothing
         if m > count:
             raise IkatError(f"--partitions {m} is more than the {count} passages", path=src.path,
                             fix=f"use at most {count} partitions")
         if strategy == "category":
             labels, category_map = strategies.pack_categories(codes, names, m)
         else:
+            assert embeddings is not None  # _first_pass embeds for every strategy but category
             labels, category_map = strategies.assign(strategy, m, seed, embeddings), {}
         sizes = np.bincount(labels, minlength=m)
         if (sizes == 0).any():
@@ -93,7 +97,10 @@ def partition_index(source: str | Path, out: str | Path, strategy: str, m: int, 
         with atomic_open(work / f"{saved.stem}.json") as handle:
             json.dump(category_map, handle)
         with atomic_open(saved, "wb") as handle:
-            np.savez(handle, labels=labels, **({} if centres is None else {"centroids": centres}))
+            if centres is None:
+                np.savez(handle, labels=labels)
+            else:
+                np.savez(handle, labels=labels, centroids=centres)
     sizes = np.bincount(labels, minlength=m)
     todo = [p for p in range(m) if not (out / part_name(p) / MANIFEST).exists()]
     _stage(src, labels, todo, work)

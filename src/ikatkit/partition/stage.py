@@ -40,7 +40,10 @@ class SelectPartition(Stage):
         if method == "centroid" and self.centroids is None:
             raise IkatError("these partitions have no centroids (category strategy)", path=searcher.folder,
                             fix="use method = \"agent\" or partitions built from embeddings")
-        self.policy = Policy.load(policy, searcher.manifest) if method == "agent" else None
+        self.policy: Policy | None = None
+        if method == "agent":
+            assert policy is not None  # check() requires one for the agent
+            self.policy = Policy.load(policy, searcher.manifest)
         self.searcher, self.ranker, self.method, self.top = searcher, ranker, method, top
 
     @classmethod
@@ -79,6 +82,7 @@ class SelectPartition(Stage):
             for record, vector in zip(records, vectors):
                 record.partitions = [int(np.argmax(self.centroids @ vector))]
             return records
+        assert self.policy is not None  # the agent method: loaded in __init__
         rankings = partition_rankings(self.searcher, queries, self.top)
         found = states(queries, rankings, self.ranker.encode, self.searcher.texts,
                        self.centroids if "centroid_cosine" in self.policy.features else None, self.top)

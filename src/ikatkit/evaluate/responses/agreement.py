@@ -224,8 +224,8 @@ class Agreement:
                 "kappa_ci": list(self.kappa_ci), "run_tau": self.run_tau, "runs": self.runs}
 
 
-def agreement(human: Sequence[int], predicted: Sequence[int], runs: Sequence[str], bootstrap: int = BOOTSTRAP,
-              seed: int = 0) -> Agreement:
+def agreement(human: Sequence[int] | np.ndarray, predicted: Sequence[int] | np.ndarray, runs: Sequence[str],
+              bootstrap: int = BOOTSTRAP, seed: int = 0) -> Agreement:
     """The matcher's labels against the human ones (1 = supported): scikit-learn's measures, Cohen's kappa with a
     percentile bootstrap 95% interval over pairs (``bootstrap`` resamples, ``seed``), and per run the human nugget
     recall over its labelled pairs against the matcher's, with Kendall's tau (scipy) over runs."""
