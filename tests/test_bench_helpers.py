@@ -1,5 +1,6 @@
-"""The pure helpers of two benches: bench_scale's step-by-step merge of reports and robustness_llm's config with its
-LLM served by llama.cpp (both decide what a published figure was measured with)."""
+"""The pure helpers of the benches: bench_scale's step-by-step merge of reports, robustness_llm's config with its
+LLM served by llama.cpp and the search benches' interleaving of sides (each decides what a published figure was
+measured with)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_scale import disk_check, merge  # noqa: E402
+from common import interleaved  # noqa: E402
 from robustness_llm import served  # noqa: E402
 
 
@@ -40,3 +42,33 @@ def test_the_served_config_points_its_llm_at_the_server_and_keeps_the_rest():
                                           "max_new_tokens": 64, "timeout": 600.0}
     assert config["resources"]["bm25"] == before["resources"]["bm25"]
     assert config["stages"] == before["stages"] and config["name"] == before["name"]
+
+
+def test_interleaved_rotates_the_sides_and_keeps_only_what_it_is_asked_to():
+    """No side always follows the same one: the order turns by one from item to item and from round to round."""
+    calls: list[tuple[str, int]] = []
+
+    def side(name: str):
+        return lambda item: calls.append((name, item)) or f"{name}{item}"
+
+    best, kept = interleaved([0, 1, 2], {"a": side("a"), "b": side("b"), "c": side("c")}, rounds=2, keep={"b"})
+    orders = ["".join(name for name, _ in calls[i:i + 3]) for i in range(0, len(calls), 3)]
+    assert orders == ["abc", "bca", "cab", "bca", "cab", "abc"]  # round 0 items 0-2, then round 1 items 0-2
+    assert [item for _, item in calls] == [0, 0, 0, 1, 1, 1, 2, 2, 2] * 2
+    assert kept == {"b": ["b0", "b1", "b2"]}  # the last round's results of the kept side only
+    assert set(best) == {"a", "b", "c"}
+
+
+def test_interleaved_sums_each_items_fastest_round():
+    import time
+
+    rounds_seen = {"slow_once": 0}
+
+    def slow_once(item: int) -> None:  # 0.1 s per item in the first round only
+        rounds_seen["slow_once"] += 1
+        if rounds_seen["slow_once"] <= 3:
+            time.sleep(0.1)
+
+    best, _ = interleaved([0, 1, 2], {"steady": lambda item: time.sleep(0.01), "slow_once": slow_once}, rounds=2)
+    assert best["steady"] >= 0.03  # three items of at least 10 ms each
+    assert best["slow_once"] < 0.1  # its second round (no sleep) is each item's fastest, not the first's 0.3 s
