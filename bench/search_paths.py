@@ -1,9 +1,11 @@
-"""Where a k=1000 BM25 search spends its time (issues 33 and 41): LuceneSearcher, our TopHits path with the ids
-converted one String per hit, with one joined string made into NamedTuple hits (before issue 41), ikatkit's
-``Bm25Searcher.search`` (plain pairs), our own reader, and the Java side alone, on one synthetic 200,000-passage index
-(built once into /tmp/ikatkit-bench200k), 200 queries, one process. Each query runs every variant in turn (the order
-rotated), 3 rounds; a variant's time is the sum of each query's fastest (robust on a busy machine). LuceneSearcher
-runs in a pass of its own after them: run between them, it slows ikatkit and not Java alone (``--lucene-between``).
+"""Where a k=1000 BM25 search spends its time, path by path (issues 33 and 41).
+
+LuceneSearcher, our TopHits path with the ids converted one String per hit, with one joined string made into
+NamedTuple hits (before issue 41), ikatkit's ``Bm25Searcher.search`` (plain pairs), our own reader, and the Java side
+alone, on one synthetic 200,000-passage index (built once into /tmp/ikatkit-bench200k), 200 queries, one process.
+Each query runs every variant in turn (the order rotated), 3 rounds; a variant's time is the sum of each query's
+fastest (robust on a busy machine). LuceneSearcher runs in a pass of its own after them: run between them, it slows
+ikatkit and not Java alone (``--lucene-between``).
 
     python bench/search_paths.py [INDEX PASSAGES] [--lucene-between]   # a realistic index of bench_scale.py, e.g.
     python bench/search_paths.py /work/scale-indexes/r200000/index 200000
