@@ -120,7 +120,7 @@ def best_of(repeats: int, sides: dict[str, Callable[[], Any]]) -> tuple[dict[str
 def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[str, Any]:
     """q/s of ikatkit and the same search in Java alone, one thread (:func:`common.interleaved`, ikatkit's results
     kept alive as a batch's are) and batch (:func:`best_of` whole batches), k=100 and 1000; LuceneSearcher in a
-    pass of its own after them: run between them, it slows ikatkit and not Java alone (``search_paths.py
+    pass of its own after them: run between them, it slows ikatkit more than Java alone (``search_paths.py
     --lucene-between``, docs/benchmarks.md), and no ikatkit run has it beside."""
     from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher
 

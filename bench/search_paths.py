@@ -5,7 +5,7 @@ NamedTuple hits (before issue 41), ikatkit's ``Bm25Searcher.search`` (plain pair
 alone, on one synthetic 200,000-passage index (built once into /tmp/ikatkit-bench200k), 200 queries, one process.
 Each query runs every variant in turn (the order rotated), 3 rounds; a variant's time is the sum of each query's
 fastest (robust on a busy machine). LuceneSearcher runs in a pass of its own after them: run between them, it slows
-ikatkit and not Java alone (``--lucene-between``).
+ikatkit more than Java alone (``--lucene-between``).
 
     python bench/search_paths.py [INDEX PASSAGES] [--lucene-between]   # a realistic index of bench_scale.py, e.g.
     python bench/search_paths.py /work/scale-indexes/r200000/index 200000
