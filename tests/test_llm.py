@@ -108,6 +108,9 @@ def test_command_llm_caches_under_the_command_cache_unless_the_file_says(tmp_pat
     assert llm.model == "judge" and llm.cache.folder == (tmp_path / "cache" / "llm").resolve()
     config.write_text(config.read_text() + f'cache_dir = "{tmp_path / "own"}"\n')
     assert command_llm(config, None, tmp_path / "cache").cache.folder == tmp_path / "own"
+    assert command_llm(config, None, tmp_path / "cache", max_new_tokens=7).params["max_new_tokens"] == 7  # a default
+    config.write_text(config.read_text() + "max_new_tokens = 9\n")
+    assert command_llm(config, None, tmp_path / "cache", max_new_tokens=7).params["max_new_tokens"] == 9  # the file's
     with pytest.raises(IkatError, match=r"unknown option\(s\) \['max_tokens'\] for the transformers backend"):
         command_llm(None, "bundled:smollm2", tmp_path / "cache", max_tokens=5)
 

@@ -57,20 +57,16 @@ def add(sub: argparse._SubParsersAction) -> None:
         extractors: list[tuple[str, Callable[[list[str]], dict[str, list[str]]]]] = (
             [] if with_llm and args.llm_only else [("rule", rule_extract)])
         if with_llm:
-            from ikatkit.llm import make_llm, read_llm_config
+            from ikatkit.llm import command_llm
 
-            config = read_llm_config(args.llm_config) if args.llm_config else {"backend": "transformers",
-                                                                                "model": args.llm}
-            config.setdefault("max_new_tokens", args.max_new_tokens)
-            config.setdefault("cache_dir", str(cache / "llm"))
-            llm = make_llm(config)
-            extractors.append((f"llm {config.get('model')}", llm_extract(llm)))
+            llm = command_llm(args.llm_config, args.llm, cache, max_new_tokens=args.max_new_tokens)
+            extractors.append((f"llm {llm.model}", llm_extract(llm)))
         rows = [(Path(path).name, name, evaluate(cases, extract, encoder.encode, threshold))
                 for path, cases in files.items() for name, extract in extractors]
         sys.stdout.write(table(rows, threshold))
         if with_llm:
             s = llm.stats
-            sys.stdout.write(f"\nllm {config.get('model')}: {s['calls']:.0f} utterances ({s['hits']:.0f} from the "
+            sys.stdout.write(f"\nllm {llm.model}: {s['calls']:.0f} utterances ({s['hits']:.0f} from the "
                              f"cache), {s['parse_fallbacks']:.0f} outputs refused by the guard (rule used), "
                              f"{s['generate_seconds']:.0f} s generating\n")
         return 0

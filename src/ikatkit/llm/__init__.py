@@ -81,14 +81,13 @@ def make_llm(config: dict[str, Any]) -> LLM:
 
 
 def command_llm(config: str | Path | None, model: str | None, cache: str | Path | None, **options: Any) -> LLM:
-    """The LLM a command names: its ``--llm-config`` file's, else ``model`` on the transformers backend with
-    ``options``; its outputs cached in the ``llm`` folder of ``cache`` (else of the cache root) unless the file
-    names a ``cache_dir``."""
+    """The LLM a command names: its ``--llm-config`` file's, else ``model`` on the transformers backend; ``options``
+    (e.g. max_new_tokens) and its outputs' cache, the ``llm`` folder of ``cache`` (else of the cache root), are
+    defaults the file may override."""
     from ikatkit.paths import cache_folder
 
-    chosen = read_llm_config(config) if config else {"backend": "transformers", "model": model, **options}
-    chosen.setdefault("cache_dir", str(cache_folder("llm", cache)))
-    return make_llm(chosen)
+    named = read_llm_config(config) if config else {"backend": "transformers", "model": model}
+    return make_llm({"cache_dir": str(cache_folder("llm", cache)), **options, **named})
 
 
 __all__ = ["BACKENDS", "LLM", "backend_options", "command_llm", "make_llm"]
