@@ -85,7 +85,8 @@ def test_packaged_templates_equal_the_top_level_ones():
     packaged = Path(str(resources.files("ikatkit") / "submission_templates"))
     top = ROOT / "submission_templates"
     names = sorted(p.name for p in top.iterdir())
-    assert names == ["2023.json", "2024.json", "2025-interactive.jsonl", "2025.jsonl"]
+    assert names == ["2023.json", "2024.json", "2025-interactive.jsonl", "2025.jsonl",
+                     "2026-interactive.jsonl"]
     assert sorted(p.name for p in packaged.iterdir() if p.is_file()) == names
     for name in names:
         assert (packaged / name).read_bytes() == (top / name).read_bytes(), f"{name} differs: copy it over"

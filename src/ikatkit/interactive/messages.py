@@ -48,3 +48,4 @@ class UserMessage(BaseModel):
     history: list[dict[StrictStr, StrictStr]]
     last_response_of_session: bool
     last_response_of_run: bool
+    user_meta: dict[StrictStr, Any] | None = None  # 2026: {"ptkb": [statement, ...]}, the user's PTKB

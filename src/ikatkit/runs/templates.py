@@ -24,9 +24,9 @@ from ikatkit.errors import IkatError
 
 SUFFIX = {2023: ".json", 2024: ".json", 2025: ".jsonl"}
 # Every format a template describes: the official offline formats by year, and the interactive runs as the
-# organizers released them (2025).
+# organizers released them (2025) and the 2026 rules of the same shape.
 TEMPLATE_FILES = {"2023": "2023.json", "2024": "2024.json", "2025": "2025.jsonl",
-                  "2025-interactive": "2025-interactive.jsonl"}
+                  "2025-interactive": "2025-interactive.jsonl", "2026-interactive": "2026-interactive.jsonl"}
 TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
               "list": "a list", "object": "an object", "map": "an object id -> score"}
 
@@ -197,7 +197,7 @@ def _scalar_kind(value: Any) -> str:
 
 
 def load_template(fmt: int | str) -> Template:
-    """The template of ``fmt`` (2023, 2024, 2025 or 2025-interactive) with its field specs derived from the sample."""
+    """The template of ``fmt`` (2023, 2024, 2025, 2025-interactive or 2026-interactive) with its field specs derived from the sample."""
     return _load_template(str(fmt))
 
 

@@ -1,12 +1,15 @@
-"""The simulation API's response limit: tokens as spaCy's blank English tokenizer counts them.
+"""The simulation API's limits by edition, and its response limit: tokens as spaCy's blank English tokenizer
+counts them.
 
 The organizers' server refuses (HTTP 422) a response whose ``len(spacy.blank("en")(text))`` exceeds the limit
-(250, the ``max_tokens`` of the ``2025-interactive`` template); :func:`fit_response` cuts a response to the limit
-at a sentence boundary, counting the same way.
+(250, the ``max_tokens`` of the ``2025-interactive`` and ``2026-interactive`` templates); :func:`fit_response` cuts
+a response to the limit at a sentence boundary, counting the same way. :func:`interactive_rules` gives an edition's
+limits (2025: 1000 citations; 2026: the top 10, all assessed) from its template.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -15,6 +18,28 @@ from ikatkit.runs.templates import load_template
 INTERACTIVE = load_template("2025-interactive")
 MAX_TOKENS = INTERACTIVE.limit("max_tokens", "responses[].text")
 MAX_CITATIONS = INTERACTIVE.limit("max_items", "responses[].citations")
+EDITIONS = (2025, 2026)
+
+
+@dataclass(frozen=True)
+class InteractiveRules:
+    """One edition's interactive limits: the template's name, response tokens and citations per turn."""
+
+    edition: int
+    template: str
+    max_tokens: int
+    max_citations: int
+
+
+def interactive_rules(edition: int | str) -> InteractiveRules:
+    """The limits of the interactive task of ``edition`` (2025 or 2026), read from its template."""
+    if str(edition) not in {str(e) for e in EDITIONS}:
+        from ikatkit.errors import IkatError
+
+        raise IkatError(f"no interactive rules for {edition!r}", where="--rules", fix="use 2025 or 2026")
+    template = load_template(f"{edition}-interactive")
+    return InteractiveRules(int(edition), template.name, template.limit("max_tokens", "responses[].text"),
+                            template.limit("max_items", "responses[].citations"))
 
 
 @lru_cache(maxsize=1)
