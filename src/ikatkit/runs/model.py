@@ -44,15 +44,35 @@ class UserTurn:
     utterance: str = ""
     rubric: str | None = None
     rubric_score: int | None = None
+    user_type: str | None = None  # the simulator's type of the user (a 2026 rehearsal's dump records it)
+
+
+def user_turn_key(user_id: str | None, turn_id: str) -> str:
+    """The key of an interactive turn: ``{user_id}/{topic}_{n}`` where several users play one topic (2026), else
+    the turn id."""
+    return f"{user_id}/{turn_id}" if user_id else turn_id
+
+
+def split_turn_key(key: str) -> tuple[str | None, str]:
+    """``(user_id, turn_id)`` of a :func:`user_turn_key` (user None for a plain turn id)."""
+    user, sep, turn = key.rpartition("/")
+    return (user, turn) if sep else (None, key)
 
 
 @dataclass
 class TurnResult:
-    """The responses of one turn, ``turn_id`` being the query id (``9-1_3``); ``user`` for interactive turns."""
+    """The responses of one turn, ``turn_id`` being the query id (``9-1_3``); ``user`` for interactive turns and
+    ``user_id`` where several simulated users play one topic (2026: a turn is keyed by user, topic and turn)."""
 
     turn_id: str
     responses: list[Response] = field(default_factory=list)
     user: UserTurn | None = None
+    user_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The turn's unique id in its run: :func:`user_turn_key`."""
+        return user_turn_key(self.user_id, self.turn_id)
 
     def ranking(self) -> list[tuple[str, float]]:
         """Passages of all responses in rank order, first occurrence wins: what gets scored."""
@@ -77,14 +97,15 @@ class Run:
     track_persona: int | None = None  # interactive runs: 1 when the system tracked the persona
 
     def turn(self, turn_id: str) -> TurnResult:
+        """The turn of ``turn_id`` (its :attr:`TurnResult.key`)."""
         for result in self.turns:
-            if result.turn_id == turn_id:
+            if result.key == turn_id:
                 return result
         raise KeyError(turn_id)
 
     def trec_ranking(self) -> dict[str, dict[str, float]]:
         """``{qid: {passage_id: score}}`` as the organizers derive the TREC run from the JSON."""
-        return {t.turn_id: dict(t.ranking()) for t in self.turns}
+        return {t.key: dict(t.ranking()) for t in self.turns}
 
 
 def ranking_run(name: str, run_type: str, rankings: dict[str, list[tuple[str, float]]]) -> Run:

@@ -3,13 +3,22 @@
 graded above 3 covers the question, three tries move on; the user leaves when the questions are done). Both take
 a behaviour :class:`~ikatkit.simulate.profiles.Profile`: replay users apply its transforms, cooperativeness and
 patience to the live system's answers; LLM users get its language and cooperativeness in their prompt and its
-patience from the simulator. Every utterance's notes name the profile and seed."""
+patience from the simulator. Every utterance's notes name the profile and seed, and the rubric the user pursues
+(``rubric``; an LLM user also its 0-5 ``rubric_score`` of the answer before): a replay user's rubric is the
+information need of the recorded turn it says (the resolved utterance, else the utterance), so turn n of a
+conversation pursues its rubric n (``rub_<conversation>_<n>``); an LLM user's are its persona's questions or the
+rubric questions given (``rubrics``), in order, after the 2025 overview's protocol: it scores each answer 0-5
+against the current rubric, moves on above 3, otherwise rephrases, at most :data:`TRIES` tries per rubric, and says
+goodbye after the last one.
+
+A user's ``id`` is the simulated user's id the server sends; in a 2026 rehearsal the user type's id
+(:func:`ikatkit.simulate.plan.user_id`), the same across conversations."""
 
 from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,25 +56,30 @@ class ReplayUser:
     """Says a conversation's recorded utterances in order, changed by its profile, and leaves after its last turn
     (or earlier, when the profile is impatient)."""
 
-    def __init__(self, conversation: Conversation, profile: Profile | None = None) -> None:
-        self.id = f"user-{conversation.id}"
+    def __init__(self, conversation: Conversation, profile: Profile | None = None, user_id: str | None = None) -> None:
+        self.id = user_id or f"user-{conversation.id}"
         self.conversation, self.profile = conversation, profile or Profile()
         self.turns = conversation.turns
 
+    @staticmethod
+    def need(turn: Any) -> str:
+        """The information need of a recorded turn: its resolved utterance, else its utterance (the rubric)."""
+        return str(turn.resolved_utterance or turn.utterance)
+
     def initiate(self, topic_id: str) -> Utterance:
         text, meta = self.profile.utterance(self.turns[0].qid, self.turns[0].utterance, None, self.conversation.ptkb)
-        return Utterance(text, False, meta)
+        return Utterance(text, False, {**meta, "rubric": self.need(self.turns[0])})
 
     def respond(self, topic_id: str, history: list[dict[str, str]], metas: list[dict[str, Any]]) -> Utterance:
         said = sum(m["role"] == "user" for m in history)
-        needs = [t.resolved_utterance or t.utterance for t in self.turns]
+        needs = [self.need(t) for t in self.turns]
         left = self.profile.leaves(list(zip(needs, _answers(history))))
         if said >= len(self.turns) or left:
             return Utterance(FAREWELL, True, {"profile": self.profile.name, "seed": self.profile.seed,
                                               **({"left": left} if left else {})})
         turn = self.turns[said]
         text, meta = self.profile.utterance(turn.qid, turn.utterance, history[-1]["content"], self.conversation.ptkb)
-        return Utterance(text, False, meta)
+        return Utterance(text, False, {**meta, "rubric": self.need(turn)})
 
 
 @dataclass(frozen=True)
@@ -121,8 +135,8 @@ class LlmUser:
     """A persona that asks its questions through an ikatkit LLM, grading each answer like the organizers' user."""
 
     def __init__(self, persona: Persona, title: str, llm: Any, max_turns: int = 10,
-                 profile: Profile | None = None) -> None:
-        self.id, self.persona, self.title, self.llm, self.max_turns = persona.id, persona, title, llm, max_turns
+                 profile: Profile | None = None, user_id: str | None = None) -> None:
+        self.id, self.persona, self.title, self.llm, self.max_turns = user_id or persona.id, persona, title, llm, max_turns
         self.profile = profile or Profile()
 
     def _system(self) -> str:
@@ -181,3 +195,26 @@ def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: Any, max_
               profile: Profile | None = None) -> dict[str, User]:
     """One LLM user per conversation: the topic's simulated persona where the simulation data has one."""
     return {c.id: LlmUser(persona_of(c, personas), c.title, llm, max_turns, profile) for c in topics.conversations}
+
+
+def with_rubrics(persona: Persona, rubrics: dict[str, list[str]] | None) -> Persona:
+    """The persona pursuing its conversation's rubric questions (when ``rubrics`` has them) instead of its own."""
+    questions = (rubrics or {}).get(persona.topic_id)
+    return replace(persona, questions=tuple(questions)) if questions else persona
+
+
+def typed_users(topics: Topics, plays: list[tuple[Any, str]], *, llm: Any = None,
+                personas: dict[str, list[Persona]] | None = None, rubrics: dict[str, list[str]] | None = None,
+                max_turns: int = 10) -> list[tuple[str, User]]:
+    """The users of a 2026 rehearsal: one per (user type, conversation) of ``plays``
+    (:func:`ikatkit.simulate.plan.play_order`), each with its type's id and profile; replay users without ``llm``,
+    else LLM users pursuing the conversation's rubrics (``rubrics``) or persona questions."""
+    out: list[tuple[str, User]] = []
+    for kind, topic in plays:
+        conversation = topics.conversation(topic)
+        if llm is None:
+            out.append((topic, ReplayUser(conversation, kind.profile, kind.id)))
+        else:
+            persona = with_rubrics(persona_of(conversation, personas or {}), rubrics)
+            out.append((topic, LlmUser(persona, conversation.title, llm, max_turns, kind.profile, kind.id)))
+    return out
