@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpx2 as httpx
 
@@ -20,3 +23,23 @@ def wait_until_serving(server: subprocess.Popen, url: str, timeout: float, log: 
         except httpx.TransportError:
             assert time.monotonic() < deadline, f"{url} did not answer within {timeout:.0f} s"
             time.sleep(0.1)
+
+
+@contextmanager
+def serve(sim: Any, port: int = 0) -> Iterator[str]:
+    """A simulator's app (:class:`ikatkit.simulate.server.Simulator`) on 127.0.0.1 in a thread; yields its base URL."""
+    import uvicorn
+
+    from ikatkit.simulate.server import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join()

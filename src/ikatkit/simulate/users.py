@@ -136,7 +136,8 @@ class LlmUser:
 
     def __init__(self, persona: Persona, title: str, llm: Any, max_turns: int = 10,
                  profile: Profile | None = None, user_id: str | None = None) -> None:
-        self.id, self.persona, self.title, self.llm, self.max_turns = user_id or persona.id, persona, title, llm, max_turns
+        self.id, self.persona, self.title, self.llm = user_id or persona.id, persona, title, llm
+        self.max_turns = max_turns
         self.profile = profile or Profile()
 
     def _system(self) -> str:
@@ -192,9 +193,11 @@ def replay_users(topics: Topics, profile: Profile | None = None) -> dict[str, Us
 
 
 def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: Any, max_turns: int = 10,
-              profile: Profile | None = None) -> dict[str, User]:
-    """One LLM user per conversation: the topic's simulated persona where the simulation data has one."""
-    return {c.id: LlmUser(persona_of(c, personas), c.title, llm, max_turns, profile) for c in topics.conversations}
+              profile: Profile | None = None, rubrics: dict[str, list[str]] | None = None) -> dict[str, User]:
+    """One LLM user per conversation: the topic's simulated persona where the simulation data has one, pursuing
+    the conversation's ``rubrics`` where given."""
+    return {c.id: LlmUser(with_rubrics(persona_of(c, personas), rubrics), c.title, llm, max_turns, profile)
+            for c in topics.conversations}
 
 
 def with_rubrics(persona: Persona, rubrics: dict[str, list[str]] | None) -> Persona:
