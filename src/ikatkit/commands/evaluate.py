@@ -15,8 +15,11 @@ from ikatkit.evaluate.responses.providers.base import SIM_THRESHOLD
 from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 
+from ikatkit.evaluate.user_types import RUBRIC_TURNS, UNREACHED
+
 if TYPE_CHECKING:
     from ikatkit.evaluate.evaluate import EvalResult
+    from ikatkit.evaluate.user_types import TypeTable
     from ikatkit.runs.model import Run
 
 
@@ -44,7 +47,33 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         if name == "eval-ptkb":
             p.add_argument("--topics", help="topics file: maps PTKB statement texts (2025 runs) to keys")
             _add_ptkb_classify(p)
+        else:
+            p.add_argument("--rubrics", help="an interactive run against rubric-based qrels (rubric_id doc:passage "
+                                             "rel, 2026): the rubrics file (rubrics.json, rubrics.csv, or a topics "
+                                             "file: each turn's need) mapping each turn's user_rubrik to "
+                                             "rub_<conversation>_<n>, n by the file's order")
+            _add_by_user_type(p)
+            p.add_argument("--rubric-turn", choices=RUBRIC_TURNS, default=RUBRIC_TURNS[0],
+                           help="the turn whose citations stand for a rubric its user pursued over several turns: "
+                                "last (the answer it ended on), best (scored highest by the user) or first")
         p.set_defaults(func=_run_eval, ptkb=name == "eval-ptkb")
+
+
+def _add_by_user_type(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--by", choices=["run", "user-type"], default="run",
+                   help="user-type: interactive runs per simulated user type (2026), with coverage (rubrics reached "
+                        "/ rubrics) beside every mean")
+    p.add_argument("--user-types", help="user id -> user type map (JSON, `simulate --user-map`), where the run does "
+                                        "not note each user's type")
+    p.add_argument("--unreached", choices=UNREACHED, default=UNREACHED[0],
+                   help="rubrics a user never reached: left out of the means (default: compare types over what each "
+                        "reached) or counted 0 (the organizers' 2026 totals)")
+
+
+def _user_type_map(args: argparse.Namespace) -> dict[str, str] | None:
+    from ikatkit.evaluate.user_types import read_user_types
+
+    return read_user_types(args.user_types) if args.user_types else None
 
 
 def _run_eval(args: argparse.Namespace) -> int:
@@ -65,7 +94,12 @@ def _run_eval(args: argparse.Namespace) -> int:
             rankings = {t.turn_id: dict(t.ranking()) for t in run.turns}
         result = evaluate_ptkb(rankings, args.qrels, args.measures, missing=args.missing)
     else:
-        result = evaluate(args.run, args.qrels, args.measures, missing=args.missing)
+        from ikatkit.evaluate.user_types import TypeTable
+
+        found = _passage_eval(args)
+        if isinstance(found, TypeTable):
+            return _print_table(args, found)
+        result = found
     text = (json.dumps(result.to_json(args.per_query), indent=2) + "\n" if args.format == "json"
             else result.to_tsv(args.per_query))
     if args.out:
@@ -84,6 +118,55 @@ def _run_eval(args: argparse.Namespace) -> int:
         counts += f"{len(result.missing)} judged turns missing from the run"
     print(counts + (" (scored 0: --missing zero)" if args.missing == "zero" and result.missing else ""),
           file=sys.stderr)
+    return 0
+
+
+def _passage_eval(args: argparse.Namespace) -> EvalResult | TypeTable:
+    """``ikatkit eval``: an offline run against turn qrels, or an interactive run against rubric qrels (per rubric,
+    per user type); an interactive run against turn qrels is refused."""
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.qrels import load_qrels, load_rubric_qrels, qrels_columns
+    from ikatkit.evaluate.responses.rubrics import read_rubrics
+    from ikatkit.evaluate.user_types import evaluate_rubric_run, offline_qrels_error
+    from ikatkit.runs.io import read_run
+
+    run = read_run(args.run)
+    interactive = any(t.user is not None for t in run.turns)
+    if qrels_columns(args.qrels) == 3 or args.rubrics:
+        if not args.rubrics:
+            raise IkatError("rubric-based qrels (rubric_id doc:passage rel) need the rubrics the run's users pursued",
+                            where="--qrels", fix="pass --rubrics (rubrics.json, rubrics.csv or the topics file)")
+        if not interactive:
+            raise IkatError(f"run {run.run_name or args.run} is not interactive: rubric qrels score the turns a "
+                            "simulated user spent on each rubric", where="--rubrics",
+                            fix="pass an interactive run (a simulation dump or a released interactive run), or the "
+                                "offline qrels without --rubrics")
+        return evaluate_rubric_run(run, load_rubric_qrels(args.qrels), read_rubrics(args.rubrics), args.measures,
+                                   user_types=_user_type_map(args), by_type=args.by == "user-type",
+                                   choose=args.rubric_turn, unreached=args.unreached)
+    qrels = load_qrels(args.qrels)
+    if interactive:
+        raise offline_qrels_error(run.run_name or str(args.run), qrels)
+    if args.by == "user-type":
+        raise IkatError("--by user-type needs an interactive run and rubric-based qrels", where="--by",
+                        fix="pass --rubrics and the rubric qrels, or leave out --by")
+    return evaluate(run, qrels, args.measures, missing=args.missing)
+
+
+def _print_table(args: argparse.Namespace, table: TypeTable) -> int:
+    """A per-user-type table (tsv or json) to --out or standard output; what it counts on standard error."""
+    from ikatkit.atomic import write_text
+
+    text = json.dumps(table.to_json(), indent=2) + "\n" if args.format == "json" else table.to_tsv()
+    if args.out:
+        write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    info = table.info
+    print(f"means over {'every rubric (unreached: 0)' if table.unreached == 'zero' else 'the rubrics reached'}"
+          + (f"; a rubric's turn: {info['rubric_turn']}" if "rubric_turn" in info else "")
+          + (f"; {info['unmatched_rubrics']} turns pursue a rubric the rubrics file lacks (e.g. "
+             f"{'; '.join(info['unmatched_examples'])})" if info.get("unmatched_rubrics") else ""), file=sys.stderr)
     return 0
 
 
@@ -178,6 +261,7 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--per-query", action="store_true", help="also print per-turn values")
     p.add_argument("--missing", choices=MISSING, default=MISSING[0],
                    help="turns with a reference or nuggets the run lacks: listed, or scored as an empty response")
+    _add_by_user_type(p)
     p.add_argument("--format", choices=["tsv", "json"], default="tsv")
     p.add_argument("--out", help="write the result here instead of standard output")
 
@@ -189,6 +273,8 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
         options = _response_options(args)
         runs = read_named_response_runs(args.runs, options["topics"])
         results = evaluate_response_runs(runs, measures=args.measures, missing=args.missing, **options)
+        if args.by == "user-type":
+            return _responses_by_type(args, runs, results, options)
         if args.format == "json":
             text = json.dumps({name: r.to_json(args.per_query) for name, r in results.items()}, indent=2) + "\n"
         else:
@@ -207,6 +293,47 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+def _responses_by_type(args: argparse.Namespace, runs: list, results: dict, options: dict) -> int:
+    """``eval-responses --by user-type``: per run, the simulator's judgements per (user, rubric) and the per-turn
+    measures' means over each type's turns, coverage beside them."""
+    from ikatkit.atomic import write_text
+    from ikatkit.evaluate.responses.measures import MEASURES
+    from ikatkit.evaluate.responses.rubrics import read_rubrics
+    from ikatkit.evaluate.user_types import ALL, require_types, sim_table
+
+    if not args.rubrics:
+        raise IkatError("--by user-type needs the rubrics the users pursued", where="--by user-type",
+                        fix="pass --rubrics (rubrics.json, rubrics.csv or the topics file)")
+    rubrics = read_rubrics(args.rubrics)
+    topics = [c.id for c in options["topics"].conversations] if options["topics"] is not None else None
+    user_types = _user_type_map(args)
+    tables = {}
+    for response_run in runs:
+        result = results[response_run.name]
+        types = require_types(list(response_run.responses), response_run.user_types, user_types, response_run.name)
+        measures = list(result.mean)
+        table = sim_table(response_run.judged, types, rubrics, measures, args.sim_threshold, args.unreached, topics)
+        per_turn = [m for m in measures if MEASURES[m.split("[", 1)[0]].needs not in ("simulator", "rubrics")]
+        for name, row in table.rows.items():  # means over the type's turns: rubric coverage does not apply
+            for m in per_turn:
+                column = [v[m] for q, v in result.per_query.items() if m in v and (name == ALL or types.get(q) == name)]
+                row.mean[m] = sum(column) / len(column) if column else None
+        table.measures += per_turn
+        tables[response_run.name] = table
+    if args.format == "json":
+        text = json.dumps({name: t.to_json() for name, t in tables.items()}, indent=2) + "\n"
+    else:
+        text = "".join(f"{name}\t{line}\n" for name, t in tables.items() for line in t.to_tsv().splitlines())
+    if args.out:
+        write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    print("Sim measures per (user, rubric): means over "
+          + ("every rubric (unreached: 0)" if args.unreached == "zero" else "the rubrics reached")
+          + "; other measures: means over each type's turns", file=sys.stderr)
+    return 0
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:

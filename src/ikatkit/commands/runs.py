@@ -37,8 +37,9 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_convert(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert a run between the 2023/2024 JSON, 2025 JSONL, released 2025 "
-                                       "interactive and TREC formats (e.g. a simulation dump to the released shape)")
+    p = sub.add_parser("convert", help="convert a run between the 2023/2024 JSON, 2025 JSONL, released 2025/2026 "
+                                       "interactive and TREC formats (e.g. a simulation dump to the released shape; "
+                                       "a 2026 run, whose rows name their user, to 2026-interactive)")
     p.add_argument("run", help="a run in any supported format")
     p.add_argument("--to", required=True, choices=FORMATS)
     p.add_argument("--out", required=True, help="output file")
@@ -52,6 +53,12 @@ def _add_convert(sub: argparse._SubParsersAction) -> None:
 
         topics = load_topics(args.topics) if args.topics else None
         converted = read_run(args.run, topics=topics)
+        users = {t.user_id for t in converted.turns if t.user_id}
+        if users and args.to == "2025-interactive":
+            from ikatkit.errors import IkatError
+
+            raise IkatError(f"the run's turns belong to {len(users)} simulated users (a 2026 run): the 2025 shape "
+                            "cannot tell them apart", path=args.run, fix="use --to 2026-interactive")
         converted.year = load_template(args.to).year if args.to != "trec" else converted.year
         if args.team_id:
             converted.team_id = args.team_id

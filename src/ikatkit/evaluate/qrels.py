@@ -1,4 +1,5 @@
-"""TREC qrels (``qid 0 docid grade``) with one clear error per malformed line."""
+"""TREC qrels (``qid 0 docid grade``) and iKAT 2026's rubric-based qrels (``rubric_id doc:passage rel``, three
+columns, no Q0: ``rubric-based-qrels.txt``), with one clear error per malformed line."""
 
 from __future__ import annotations
 
@@ -30,10 +31,13 @@ def load_qrels(path: str | Path) -> Qrels:
             if not line.strip():
                 continue
             parts = line.split()
+            if len(parts) == 3 and number == 1 and parts[2].lstrip("-").isdigit():
+                raise IkatError(f"three columns: {line.strip()!r} looks like rubric-based qrels (rubric_id "
+                                "doc:passage rel)", path=path, where="line 1",
+                                fix="evaluate an interactive run against them with `ikatkit eval RUN --qrels FILE "
+                                    "--rubrics RUBRICS` (load_rubric_qrels)")
             if len(parts) != 4 or not parts[3].lstrip("-").isdigit():
-                shown = line.strip()
-                shown = shown if len(shown) <= 200 else f"{shown[:200]}... ({len(shown)} characters)"
-                raise IkatError(f"expected 'qid 0 docid grade', got {shown!r}", path=path,
+                raise IkatError(f"expected 'qid 0 docid grade', got {_shown(line)!r}", path=path,
                                 where=f"line {number}", fix="qrels lines have 4 columns, the last an integer")
             qid, docid, grade = parts[0], parts[2], int(parts[3])
             first = lines.setdefault((qid, docid), number)
@@ -47,6 +51,54 @@ def load_qrels(path: str | Path) -> Qrels:
         raise IkatError("qrels file is empty", path=path, fix="pass the right file")
     if repeated:
         log.warning("%s: %d repeated qrels lines (same turn, passage and grade) ignored", path, repeated)
+    return qrels
+
+
+def _shown(line: str) -> str:
+    shown = line.strip()
+    return shown if len(shown) <= 200 else f"{shown[:200]}... ({len(shown)} characters)"
+
+
+def qrels_columns(path: str | Path) -> int:
+    """The number of columns of the first non-empty line of a qrels file (0 when it has none or is missing)."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    with open(path, encoding="utf-8") as handle:
+        return next((len(line.split()) for line in handle if line.strip()), 0)
+
+
+def load_rubric_qrels(path: str | Path) -> Qrels:
+    """``{rubric_id: {passage_id: grade}}`` from rubric-based qrels: ``rubric_id doc:passage rel`` per line (the
+    2026 ``rubric-based-qrels.txt``, grades 0-4), white-space separated, no Q0 column; rubric ids look like
+    ``rub_<conversation>_<n>``. A repeated pair with another grade is an error naming both lines."""
+    path = Path(path)
+    if not path.is_file():
+        raise IkatError("rubric qrels file not found", path=path,
+                        fix="pass the rubric-based qrels (rubric_id doc:passage rel), e.g. rubric-based-qrels.txt")
+    qrels: Qrels = {}
+    first_line: dict[tuple[str, str], int] = {}
+    shape = "rubric qrels lines have 3 columns: rubric_id doc:passage rel (an integer), e.g. rub_1-1_2 cw22-id:3 2"
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            if len(parts) == 4 and parts[1] in ("0", "Q0"):
+                raise IkatError(f"four columns: {_shown(line)!r} looks like TREC qrels (qid 0 docid grade)", path=path,
+                                where=f"line {number}", fix="pass rubric-based qrels here, or TREC qrels without "
+                                                            "--rubrics")
+            if len(parts) != 3 or not parts[2].lstrip("-").isdigit():
+                raise IkatError(f"expected 'rubric_id doc:passage rel', got {_shown(line)!r}", path=path,
+                                where=f"line {number}", fix=shape)
+            rubric, docid, grade = parts[0], parts[1], int(parts[2])
+            first = first_line.setdefault((rubric, docid), number)
+            if first != number and qrels[rubric][docid] != grade:
+                raise IkatError(f"{rubric} {docid} is judged {qrels[rubric][docid]} on line {first} and {grade} here",
+                                path=path, where=f"line {number}", fix="keep one judgement per (rubric, passage)")
+            qrels.setdefault(rubric, {})[docid] = grade
+    if not qrels:
+        raise IkatError("rubric qrels file is empty", path=path, fix="pass the right file")
     return qrels
 
 

@@ -14,7 +14,11 @@ Each official format is a view of :class:`~ikatkit.runs.model.Run` shaped by its
   ``{topic}_{n}``; ``responses[0]``: ``user_utterance``, ``user_rubrik`` and ``user_rubrik_score`` (what the
   organizers' simulated user pursued and its 0-5 judgement of the answer), ``text``, ``citations``,
   ``ptkb_provenance``; ``references``). The farewell row (``text`` null) is not a turn and is not written.
-- interactive (read only): the simulation API's run dump, one JSON object per answered user utterance
+- 2026-interactive: the same rows with ``metadata.user_id`` (several simulated users play one topic: a turn is keyed
+  by user, topic and turn, :attr:`~ikatkit.runs.model.TurnResult.key`) and at most 10 citations a turn; read as
+  such whenever a row names its user.
+- interactive (read only): the simulation API's run dump (2026: ``metadata.user_id`` on every row, the user's type
+  in ``user_meta.user_type`` where ``ikatkit simulate`` notes it), one JSON object per answered user utterance
   (``metadata.topic_id`` = ``{topic}_{n}``, ``responses[0]`` = the utterance, ``assistant_text``,
   ``assistant_citations`` in rank order, ``assistant_meta``: ``ptkb_provenance`` and ``used_passages`` where
   ikatkit wrote it); a session's farewell (no
@@ -78,8 +82,9 @@ def load_records(path: str | Path, fmt: str | None = None) -> tuple[str, list[Re
         return "trec", _trec_records(text, path)
     if fmt == "2025" or (fmt is None and _first_json_line_is_turn(text)):
         return "2025", _jsonl_records(text, path)
-    if fmt == "2025-interactive" or (fmt is None and _first_json_line_is_dump(text) == "2025-interactive"):
-        return "2025-interactive", _jsonl_records(text, path)
+    released = _first_json_line_is_dump(text) if fmt is None else None
+    if fmt in ("2025-interactive", "2026-interactive") or released in ("2025-interactive", "2026-interactive"):
+        return fmt or str(released), _jsonl_records(text, path)
     if fmt == "interactive" or (fmt is None and _first_json_line_is_dump(text)):
         return "interactive", _jsonl_records(text, path)
     try:
@@ -115,7 +120,8 @@ def _first_json_line_is_turn(text: str) -> bool:
 
 
 def _first_json_line_is_dump(text: str) -> str | None:
-    """``2025-interactive`` for a released interactive run, ``interactive`` for a server dump, else None."""
+    """``2025-interactive`` (``2026-interactive`` where the row names its user) for a released interactive run,
+    ``interactive`` for a server dump, else None."""
     first = text.lstrip().split("\n", 1)[0]
     try:
         obj = json.loads(first)
@@ -126,7 +132,15 @@ def _first_json_line_is_dump(text: str) -> str | None:
     responses = obj["responses"] if isinstance(obj["responses"], list) else []
     released = obj["metadata"].get("type") == "interactive" and any(
         isinstance(r, dict) and "text" in r and "assistant_text" not in r for r in responses)
-    return "2025-interactive" if released else "interactive"
+    if not released:
+        return "interactive"
+    return "2026-interactive" if "user_id" in obj["metadata"] else "2025-interactive"
+
+
+def interactive_edition(records: list[Record]) -> int:
+    """2026 when the rows of an interactive run (dump or released) name their simulated user, else 2025."""
+    return 2026 if any(isinstance(r, dict) and isinstance(r.get("metadata"), dict) and "user_id" in r["metadata"]
+                       for _, r in records) else 2025
 
 
 def _detect_json(data: Any, path: Path) -> str:
@@ -187,7 +201,7 @@ def from_records(records: list[Record], fmt: str, path: str | Path | None = None
         return _run_from_jsonl(records, topics)
     if fmt == "interactive":
         return _run_from_dump(records, topics)
-    if fmt == "2025-interactive":
+    if fmt in ("2025-interactive", "2026-interactive"):
         return _run_from_released(records, topics)
     return _run_from_json(records[0][1], int(fmt), topics)
 
@@ -239,9 +253,11 @@ def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
     run = Run(str(meta.get("run_id", "")), "automatic", year=2025, team_id=str(meta.get("team_id", "")),
               description=str(meta.get("description") or ""),
               track_persona=int(persona) if isinstance(persona, (int, bool)) else None)
+    run.year = interactive_edition(records)
     judged = _dump_judgements(records)
     for number, (_, entry) in enumerate(records):
         qid = str((entry.get("metadata") or {}).get("topic_id", ""))
+        user_id = _user_id(entry)
         for r in (entry.get("responses") or [])[:1]:
             if r.get("assistant_text") is None:  # the user's farewell: nothing was answered
                 continue
@@ -252,7 +268,7 @@ def _run_from_dump(records: list[Record], topics: Topics | None) -> Run:
             statements = meta.get("ptkb_provenance") or []
             ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in statements]
             run.turns.append(TurnResult(qid, [Response(int(r.get("rank", 1)), str(r["assistant_text"]), passages,
-                                                       ptkb)], judged[number]))
+                                                       ptkb)], judged[number], user_id))
     return run
 
 
@@ -262,21 +278,31 @@ def _dump_judgements(records: list[Record]) -> list[UserTurn]:
     in that conversation (the next row's ``user_meta.rubric_score``)."""
     rows = [(entry.get("responses") or [{}])[0] if isinstance(entry, dict) else {} for _, entry in records]
     rows = [row if isinstance(row, dict) else {} for row in rows]
-    topics = [str((entry.get("metadata") or {}).get("topic_id", "")).rsplit("_", 1)[0] for _, entry in records]
+    sessions = [(_user_id(entry), str((entry.get("metadata") or {}).get("topic_id", "")).rsplit("_", 1)[0])
+                for _, entry in records]
     out = []
     for i, row in enumerate(rows):
         user_meta = row.get("user_meta") or {}
-        after = next((rows[j].get("user_meta") or {} for j in range(i + 1, len(rows)) if topics[j] == topics[i]), {})
+        after = next((rows[j].get("user_meta") or {} for j in range(i + 1, len(rows)) if sessions[j] == sessions[i]),
+                     {})
         out.append(_user_turn({"user_utterance": row.get("user_utterance"),
                                 "user_rubrik": row.get("user_rubrik", user_meta.get("rubric")),
-                                "user_rubrik_score": row.get("user_rubrik_score", after.get("rubric_score"))}))
+                                "user_rubrik_score": row.get("user_rubrik_score", after.get("rubric_score")),
+                                "user_type": user_meta.get("user_type")}))
     return out
+
+
+def _user_id(entry: Any) -> str | None:
+    """The simulated user of an interactive row (``metadata.user_id``, 2026), else None."""
+    meta = entry.get("metadata") if isinstance(entry, dict) else None
+    user = meta.get("user_id") if isinstance(meta, dict) else None
+    return str(user) if user else None
 
 
 def _run_from_released(records: list[Record], topics: Topics | None) -> Run:
     meta = records[0][1].get("metadata") or {} if records else {}
     persona = meta.get("track_persona")
-    run = Run(str(meta.get("run_id", "")), str(meta.get("type", "interactive")), year=2025,
+    run = Run(str(meta.get("run_id", "")), str(meta.get("type", "interactive")), year=interactive_edition(records),
               team_id=str(meta.get("team_id", "")), description=str(meta.get("description") or ""),
               track_persona=int(persona) if isinstance(persona, (int, bool)) else None)
     for _, entry in records:
@@ -291,7 +317,7 @@ def _run_from_released(records: list[Record], topics: Topics | None) -> Run:
                          if pid not in references]
             ptkb = [PtkbRef(_ptkb_key(topics, qid, str(s)), 0.0, str(s)) for s in r.get("ptkb_provenance") or []]
             run.turns.append(TurnResult(qid, [Response(int(r.get("rank") or 1), str(r["text"]), passages, ptkb)],
-                                        _user_turn(r)))
+                                        _user_turn(r), _user_id(entry)))
     return run
 
 
@@ -299,8 +325,10 @@ def _user_turn(response: dict[str, Any]) -> UserTurn:
     """The simulated user's side of an interactive row: its utterance, rubric and 0-5 score (when recorded)."""
     score = response.get("user_rubrik_score")
     rubric = response.get("user_rubrik")
+    kind = response.get("user_type")
     return UserTurn(str(response.get("user_utterance") or ""), str(rubric) if rubric else None,
-                    int(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None)
+                    int(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+                    str(kind) if kind else None)
 
 
 def _run_from_trec(records: list[Record]) -> Run:
@@ -425,19 +453,21 @@ def _jsonl_view(run: Run, t: Template, topics: Topics | None) -> list[dict[str, 
 
 
 def _released_view(run: Run, t: Template, topics: Topics | None) -> list[dict[str, Any]]:
-    """One row per answered turn as the organizers released interactive runs (no farewell rows)."""
+    """One row per answered turn as the organizers released interactive runs (no farewell rows); the 2026 shape
+    names each row's simulated user (``metadata.user_id``) and keeps the first 10 citations."""
     most_refs, most_cited = t.limit("max_items", "references"), t.limit("max_items", "responses[].citations")
-    records, trimmed = [], 0
+    records, trimmed, cut = [], 0, 0
     for turn in run.turns:
         ranking = turn.ranking()
         trimmed += len(ranking) > most_refs
         references = dict(ranking[:most_refs])
         first = min(turn.responses, key=lambda r: r.rank) if turn.responses else None
         cited = [(p.id, p.score) for p in first.passages if p.used and p.id in references] if first else []
+        cut += len(cited) > most_cited
         user = turn.user or UserTurn()
         meta = t.ordered("metadata", {"team_id": run.team_id, "run_id": run.run_name, "type": "interactive",
                                       "description": run.description, "track_persona": run.track_persona or 0,
-                                      "topic_id": turn.turn_id})
+                                      "user_id": turn.user_id or "", "topic_id": turn.turn_id})
         response = t.ordered("responses[]", {
             "rank": 1, "user_utterance": user.utterance, "user_rubrik": user.rubric,
             "user_rubrik_score": user.rubric_score, "text": first.text if first else "",
@@ -447,6 +477,9 @@ def _released_view(run: Run, t: Template, topics: Topics | None) -> list[dict[st
     if trimmed:
         log.warning("%d turns had more than %d passages; their references keep the first %d",
                     trimmed, most_refs, most_refs)
+    if cut:
+        log.warning("%d turns cited more than %d passages (%s); their citations keep the first %d", cut, most_cited,
+                    t.name, most_cited)
     return records
 
 

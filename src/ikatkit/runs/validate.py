@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ikatkit.errors import IkatError
-from ikatkit.runs.io import from_records, load_records, to_records
+from ikatkit.runs.io import from_records, interactive_edition, load_records, to_records
 from ikatkit.runs.model import Run
 from ikatkit.runs.passage_ids import PassageIds, passage_ids
 from ikatkit.runs.templates import TEMPLATE_FILES, ShapeIssue, Template, load_template
 from ikatkit.topics import Topics, load_topics, split_query_id
 
 OFFICIAL = tuple(TEMPLATE_FILES)
-INTERACTIVE = ("interactive", "2025-interactive")
+INTERACTIVE = ("interactive", "2025-interactive", "2026-interactive")
 RESPONSE_ONLY_TYPES = ("only_response", "generation-only")
 SHOWN_TURNS = 8
 SHOWN_EXAMPLES = 3
@@ -230,6 +230,8 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
                           fix=err.fix)
             return _report(collector, source, fmt or "unknown", topics, 0)
     template = load_template(fmt) if fmt in OFFICIAL else None
+    if fmt == "interactive" and interactive_edition(records) == 2026:
+        fmt = "interactive-2026"  # a 2026 server's dump: its rows name their users; 2026's limits apply
     collector = _Collector(_rules_of(fmt, template, topics).rule("severity", {}))
     if template is not None:
         for where, record in records:
@@ -238,14 +240,14 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
             return _report(collector, source, fmt, topics, _count_turns(records, fmt))
         if template.has("turn_id") and template.jsonl:
             _check_jsonl_records(records, template, collector)
-    if fmt in INTERACTIVE:
+    if fmt in INTERACTIVE or fmt == "interactive-2026":
         _check_dump_records(records, fmt, collector)
         if any(code == "bad-dump-row" for code, _ in collector.groups):  # rows it cannot read: nothing more
             return _report(collector, source, fmt, topics, len(records))
     if isinstance(run_or_path, Run) and fmt not in OFFICIAL:
         run = run_or_path
     else:
-        run = from_records(records, fmt, path, topics)
+        run = from_records(records, fmt.removesuffix("-2026"), path, topics)
     _RunChecks(run, topics, fmt, template, collector).check()
     if ids is not None:
         _check_ids(run, passage_ids(ids), collector)
@@ -265,6 +267,8 @@ def _rules_of(fmt: str, template: Template | None, topics: Topics) -> Template:
         return template
     if fmt == "interactive":
         return load_template("2025-interactive")
+    if fmt == "interactive-2026":
+        return load_template("2026-interactive")
     return load_template(topics.year if str(topics.year) in TEMPLATE_FILES else 2023)
 
 
@@ -275,7 +279,7 @@ def _report(collector: _Collector, source: str, fmt: str, topics: Topics, turns:
 def _count_turns(records: list[tuple[str, Any]], fmt: str) -> int:
     if fmt == "2025":
         return len(records)
-    if fmt == "2025-interactive":  # answered rows: the farewell (text null) is no turn
+    if fmt in ("2025-interactive", "2026-interactive"):  # answered rows: the farewell (text null) is no turn
         return sum(isinstance(r, dict) and any(isinstance(x, dict) and x.get("text") is not None
                                                for x in r.get("responses") or []) for _, r in records)
     turns = records[0][1].get("turns") if isinstance(records[0][1], dict) else None
@@ -325,17 +329,18 @@ def _check_jsonl_records(records: list[tuple[str, Any]], template: Template, c: 
 
 
 def _check_dump_records(records: list[tuple[str, Any]], fmt: str, c: _Collector) -> None:
-    """The simulation API's rules (the 2025-interactive template's) on an interactive run, a dump or as released: a
-    topic id and a response per row, responses within 250 tokens as the server counts them, at most 1000 citations
-    (and references), each within the references."""
+    """The simulation API's rules (the interactive template's of the run's edition) on an interactive run, a dump or
+    as released: a topic id and a response per row, responses within 250 tokens as the server counts them, at most
+    1000 citations (2026: 10) and 1000 references, each citation within the references."""
     from ikatkit.runs.tokens import count_tokens
 
-    template = load_template("2025-interactive")
+    template = load_template("2026-interactive" if fmt in ("2026-interactive", "interactive-2026")
+                             else "2025-interactive")
     max_tokens = template.limit("max_tokens", "responses[].text")
     max_cited = template.limit("max_items", "responses[].citations")
     max_refs = template.limit("max_items", "references")
-    text_key, cited_key = ("text", "citations") if fmt == "2025-interactive" else ("assistant_text",
-                                                                                 "assistant_citations")
+    released = fmt in ("2025-interactive", "2026-interactive")
+    text_key, cited_key = ("text", "citations") if released else ("assistant_text", "assistant_citations")
     for where, entry in records:
         meta = entry.get("metadata") if isinstance(entry, dict) else None
         responses = entry.get("responses") if isinstance(entry, dict) else None
@@ -348,7 +353,7 @@ def _check_dump_records(records: list[tuple[str, Any]], fmt: str, c: _Collector)
         citations = responses[0].get(cited_key) or {}
         if len(citations) > max_cited:
             c.add("too-many-passages", qid, f"{qid}: {len(citations)} citations > {max_cited}")
-        if fmt == "2025-interactive":
+        if released:
             references = entry.get("references") or {}
             if len(references) > max_refs:
                 c.add("too-many-passages", qid, f"{qid}: {len(references)} references > {max_refs}")
@@ -365,7 +370,7 @@ class _RunChecks:
         self.rules = _rules_of(fmt, template, topics)
         self.id_pattern = re.compile((template or load_template(2023)).rule("passage_id_pattern"))  # the loosest
         self.official = fmt in OFFICIAL
-        self.interactive = fmt in INTERACTIVE
+        self.interactive = fmt in INTERACTIVE or fmt == "interactive-2026"
         self.per_response = template is not None and template.rule("ranking_per") == "response"
         self.most = self.rules.limit("max_items", self.rules.rule("ranking"))
         self.qids = set(topics.qids)
@@ -375,7 +380,7 @@ class _RunChecks:
         self.check_run()
         seen: set[str] = set()
         for turn in self.run.turns:
-            if self.check_turn_id(turn.turn_id, seen):
+            if self.check_turn_id(turn.turn_id, seen, turn.key):
                 self.check_turn(turn)
         missing = [q for q in self.topics.qids if q not in seen] if not self.interactive else []
         for qid in missing:  # an interactive run has the turns its users chose to have
@@ -397,16 +402,18 @@ class _RunChecks:
         if not self.run.turns:
             self.c.add("no-turns")
 
-    def check_turn_id(self, qid: str, seen: set[str]) -> bool:
+    def check_turn_id(self, qid: str, seen: set[str], key: str) -> bool:
+        """Whether turn ``qid`` (``key``: with its user, where several users play one topic) is well formed, new
+        and one of the topics' (interactive: of a topic's conversation)."""
         try:
             split_query_id(qid)
         except IkatError:
-            self.c.add("bad-turn-id", qid, repr(qid))
+            self.c.add("bad-turn-id", key, repr(key))
             return False
-        if qid in seen:
-            self.c.add("duplicate-turn", qid)
+        if key in seen:
+            self.c.add("duplicate-turn", key)
             return False
-        seen.add(qid)
+        seen.add(key)
         if self.interactive:  # the turns are the users': only the topic must be one of the topics
             known = {c.id for c in self.topics.conversations}
             if split_query_id(qid)[0] not in known:

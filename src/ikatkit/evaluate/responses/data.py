@@ -39,6 +39,7 @@ class ResponseRun:
     used: dict[str, list[str]] = field(default_factory=dict)
     judged: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
     interactive: bool = False  # the turns are a simulated user's, not the topics' (matched by conversation)
+    user_types: dict[str, str] = field(default_factory=dict)  # turn key -> the user's type, where the run notes it
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,25 @@ class Nugget:
 
 
 def response_run(run: Run, name: str | None = None) -> ResponseRun:
-    """The rank-1 response of each turn and its used passages (the top 5 when none is marked used)."""
+    """The rank-1 response of each turn (keyed by :attr:`~ikatkit.runs.model.TurnResult.key`: with the user where
+    several users play one topic) and its used passages (the top 5 when none is marked used)."""
     responses: dict[str, str] = {}
     used: dict[str, list[str]] = {}
     judged: dict[str, tuple[str | None, int | None]] = {}
+    types: dict[str, str] = {}
     for turn in run.turns:
         if not turn.responses:
             continue
         first = min(turn.responses, key=lambda r: r.rank)
-        responses[turn.turn_id] = first.text
+        responses[turn.key] = first.text
         marked = [p.id for p in first.passages if p.used]
-        used[turn.turn_id] = marked or [p.id for p in first.passages[:TOP_WHEN_NONE_USED]]
+        used[turn.key] = marked or [p.id for p in first.passages[:TOP_WHEN_NONE_USED]]
         if turn.user is not None:
-            judged[turn.turn_id] = (turn.user.rubric, turn.user.rubric_score)
+            judged[turn.key] = (turn.user.rubric, turn.user.rubric_score)
+            if turn.user.user_type:
+                types[turn.key] = turn.user.user_type
     interactive = any(t.user is not None for t in run.turns)
-    return ResponseRun(name or run.run_name, responses, used, judged, interactive)
+    return ResponseRun(name or run.run_name, responses, used, judged, interactive, types)
 
 
 def _load_json(path: Path, what: str) -> Any:

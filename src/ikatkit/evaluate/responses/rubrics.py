@@ -38,13 +38,17 @@ class Rubric:
 
 def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
     """Rubric questions by topic from the released ``rubrics.json`` (``{topic: [questions]}``; ids ``{topic}-r{n}``
-    in list order) or the simulation data's ``"id","rubrik"`` CSV (rubrics.csv, assessed-rubrics.csv)."""
+    in list order), the simulation data's ``"id","rubrik"`` CSV (rubrics.csv, assessed-rubrics.csv) or a topics
+    file (JSON list: each turn's information need, :func:`_topic_rubrics`)."""
     path = Path(path)
     if not path.is_file():
         raise IkatError("rubric file not found", path=path,
                         fix="pass rubrics.json, rubrics.csv or assessed-rubrics.csv")
-    if path.read_text(encoding="utf-8-sig").lstrip()[:1] == "{":
+    start = path.read_text(encoding="utf-8-sig").lstrip()[:1]
+    if start == "{":
         return _json_rubrics(path)
+    if start == "[":
+        return _topic_rubrics(path)
     shape = 'a CSV with header "id","rubrik" and ids {topic}-r{n} (e.g. 1-1-r3)'
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
@@ -62,6 +66,15 @@ def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
     if not out:
         raise IkatError("no rubrics in the file", path=path, fix=shape)
     return out
+
+
+def _topic_rubrics(path: Path) -> dict[str, list[Rubric]]:
+    """Rubrics of topics that have none (2023, 2024): each turn's information need (its resolved utterance, else
+    its utterance), in turn order: what ``ikatkit simulate``'s replay users pursue, turn n being rubric n."""
+    from ikatkit.topics import load_topics
+
+    return {c.id: [Rubric(f"{c.id}-r{n}", c.id, str(t.resolved_utterance or t.utterance))
+                   for n, t in enumerate(c.turns, start=1)] for c in load_topics(path).conversations}
 
 
 def _json_rubrics(path: Path) -> dict[str, list[Rubric]]:
@@ -83,8 +96,26 @@ def _json_rubrics(path: Path) -> dict[str, list[Rubric]]:
 
 
 def topic_of(turn: str) -> str:
-    """The topic of a turn id ``{topic}_{turn}`` (``1-1_3`` -> ``1-1``)."""
+    """The topic of a turn id ``{topic}_{turn}`` (``1-1_3`` -> ``1-1``), also of a 2026 turn key
+    ``{user}/{topic}_{turn}``."""
+    return dialogue_of(turn).rpartition("/")[2]
+
+
+def dialogue_of(turn: str) -> str:
+    """The dialogue of a turn key: its topic, with its user where several users play one topic (``u/1-1``)."""
     return turn.rsplit("_", 1)[0]
+
+
+def rubric_ids(rubrics: Mapping[str, list[Rubric]]) -> dict[str, dict[str, str]]:
+    """Per topic, each rubric question (white space collapsed, case ignored) -> its 2026 id ``rub_<topic>_<n>``,
+    n counting the topic's questions in the file's order from 1."""
+    return {topic: {norm(r.question): f"rub_{topic}_{n}" for n, r in enumerate(items, start=1)}
+            for topic, items in rubrics.items()}
+
+
+def norm(text: str) -> str:
+    """A rubric question as matched: white space collapsed, case ignored."""
+    return " ".join(text.split()).casefold()
 
 
 def parse_score(output: str) -> int | None:
@@ -118,12 +149,14 @@ class RubricJudge:
 
 def rubric_scores(responses: Mapping[str, str], rubrics: Mapping[str, list[Rubric]],
                   judge: RubricJudge) -> dict[str, dict[str, Any]]:
-    """Per topic with rubrics and responses: ``scores`` (best 0-5 per rubric id over the dialogue's responses),
+    """Per dialogue (topic, or user and topic) with rubrics and responses: ``scores`` (best 0-5 per rubric id over
+    the dialogue's responses),
     ``coverage`` (share >= ``COVERED``) and ``score`` (mean)."""
     dialogues: dict[str, list[str]] = {}
     for turn, text in responses.items():
-        dialogues.setdefault(topic_of(turn), []).append(text)
-    pairs = [(topic, r, text) for topic, texts in dialogues.items() for r in rubrics.get(topic, []) for text in texts]
+        dialogues.setdefault(dialogue_of(turn), []).append(text)
+    pairs = [(dialogue, r, text) for dialogue, texts in dialogues.items() for r in rubrics.get(topic_of(dialogue), [])
+             for text in texts]
     values = judge.scores([r.question for _, r, _ in pairs], [text for _, _, text in pairs])
     best: dict[str, dict[str, int]] = {}
     for (topic, rubric, _), value in zip(pairs, values):

@@ -19,6 +19,7 @@ class Rubrics(Provider):
         by_topic = rubric_scores({q: ctx.responses[q] for q in ctx.turns}, ctx.rubrics, judge)
         ctx.info["rubric_judge"] = judge.label
         ctx.info["rubric_scores"] = {topic: row["scores"] for topic, row in by_topic.items()}
-        ctx.info["topics_without_rubrics"] = sorted({topic_of(q) for q in ctx.turns} - set(by_topic))
+        ctx.info["topics_without_rubrics"] = sorted({topic_of(q) for q in ctx.turns}
+                                                    - {topic_of(d) for d in by_topic})
         rows = list(by_topic)
         return Scored(rows, {m.key: [by_topic[t][m.key] for t in rows] for m in measures})

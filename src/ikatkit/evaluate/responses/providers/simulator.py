@@ -21,13 +21,9 @@ from typing import Any
 
 from ikatkit.evaluate.responses.measures import ResponseMeasure
 from ikatkit.evaluate.responses.providers.base import Context, Provider, Scored, register
-from ikatkit.evaluate.responses.rubrics import Rubric, topic_of
+from ikatkit.evaluate.responses.rubrics import Rubric, dialogue_of, norm, topic_of
 
 Judged = tuple[str | None, int | None]
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 def _turn_number(turn: str) -> int:
@@ -37,18 +33,20 @@ def _turn_number(turn: str) -> int:
 
 def sim_rubric_scores(judged: Mapping[str, Judged], rubrics: Mapping[str, list[Rubric]],
                       threshold: int = 3) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Per conversation with rubrics: ``scores`` (best recorded 0-5 score per rubric id, 0 if never pursued),
+    """Per dialogue (a conversation, or a user's conversation where several users play one) with rubrics:
+    ``scores`` (best recorded 0-5 score per rubric id, 0 if never pursued),
     ``score`` (mean), ``coverage`` (share above ``threshold``), ``turns`` (mean turns per covered rubric, None if
     none is covered); and the recorded rubrics that match no question of their conversation (``turn: text``)."""
-    by_topic: dict[str, list[str]] = {}
+    by_dialogue: dict[str, list[str]] = {}
     for turn in judged:
-        by_topic.setdefault(topic_of(turn), []).append(turn)
+        by_dialogue.setdefault(dialogue_of(turn), []).append(turn)
     out: dict[str, dict[str, Any]] = {}
     unmatched: list[str] = []
-    for topic, turns in by_topic.items():
+    for dialogue, turns in by_dialogue.items():
+        topic = topic_of(dialogue)
         if topic not in rubrics:
             continue
-        ids = {_norm(r.question): r.id for r in rubrics[topic]}
+        ids = {norm(r.question): r.id for r in rubrics[topic]}
         best = {r.id: 0 for r in rubrics[topic]}
         spent: Counter[str] = Counter()
         to_cover: dict[str, int] = {}
@@ -56,7 +54,7 @@ def sim_rubric_scores(judged: Mapping[str, Judged], rubrics: Mapping[str, list[R
             rubric, score = judged[turn]
             if rubric is None or score is None:
                 continue
-            rid = ids.get(_norm(rubric))
+            rid = ids.get(norm(rubric))
             if rid is None:
                 unmatched.append(f"{turn}: {rubric[:60]}")
                 continue
@@ -64,7 +62,7 @@ def sim_rubric_scores(judged: Mapping[str, Judged], rubrics: Mapping[str, list[R
             best[rid] = max(best[rid], score)
             if score > threshold and rid not in to_cover:
                 to_cover[rid] = spent[rid]
-        out[topic] = {"scores": best, "score": sum(best.values()) / len(best),
+        out[dialogue] = {"scores": best, "score": sum(best.values()) / len(best),
                       "coverage": sum(v > threshold for v in best.values()) / len(best),
                       "turns": sum(to_cover.values()) / len(to_cover) if to_cover else None}
     return out, unmatched
@@ -88,7 +86,7 @@ class Simulator(Provider):
         if unmatched:
             ctx.warnings.append(f"{len(unmatched)} recorded rubrics of run {ctx.run.name} match no question of the "
                                 f"rubric file, not scored (e.g. {'; '.join(unmatched[:2])})")
-        without = sorted({topic_of(q) for q in judged} - set(by_topic))
+        without = sorted({topic_of(q) for q in judged} - {topic_of(d) for d in by_topic})
         if without:
             ctx.warnings.append(f"{len(without)} conversations of run {ctx.run.name} have no rubrics: "
                                 f"{', '.join(without[:5])}")
