@@ -90,3 +90,117 @@ def test_eval_ptkb_command_reads_the_runs_ptkb_provenance(ikat2023, tmp_path, fm
     got = json.loads(out.read_text())
     assert got["evaluated"] == 98
     assert got["mean"] == pytest.approx(expected.mean, abs=1e-12)
+
+
+# ---------------------------------------------------------------- interactive runs: per rubric, per user type (2026)
+
+def _pid(n: int) -> str:
+    return f"clueweb22-en0000-00-0000{n}:0"
+
+
+A, B = "user-a", "user-b"  # two simulated users of types u1 and u2 on conversation 1-1
+RUBRICS = {"1-1": ["Which fruits are safe?", "What about vegetables?"]}
+#                user, n, rubric, its 0-5 score, answer, citations (rank order)
+TURNS = [(A, 1, 0, 3, "a b", [1, 2]), (A, 2, 0, 2, "a b", [2, 1]), (A, 3, 0, 1, "a b", [9]),
+         (A, 4, 1, 5, "a b", [4, 3]), (B, 1, 0, 5, "a b c d", [2, 1])]
+RUBRIC_QRELS = f"rub_1-1_1 {_pid(1)} 2\nrub_1-1_1 {_pid(2)} 0\nrub_1-1_2 {_pid(3)} 1\n"
+
+
+def interactive_2026(tmp_path):
+    """A 2026 dump by hand (as `ikatkit simulate --user-types` writes it: users, types, rubrics, judgements), the
+    rubrics file and the rubric qrels."""
+    head = {"team_id": "t", "run_id": "r", "description": "d", "extra": {}}
+    rows = []
+    for user, kind in ((A, "u1"), (B, "u2")):
+        mine = [t for t in TURNS if t[0] == user]
+        for _, n, rubric, score, text, cited in mine:
+            rows.append({"metadata": {**head, "user_id": user, "topic_id": f"1-1_{n}"}, "responses": [{
+                "rank": 1, "user_utterance": f"utterance {n}", "user_meta": {"user_type": kind},
+                "user_rubrik": RUBRICS["1-1"][rubric], "user_rubrik_score": score, "assistant_text": text,
+                "assistant_citations": {_pid(p): 10.0 - i for i, p in enumerate(cited)}, "assistant_meta": {}}]})
+        rows.append({"metadata": {**head, "user_id": user, "topic_id": f"1-1_{len(mine) + 1}"}, "responses": [{
+            "rank": 1, "user_utterance": "Goodbye!", "user_meta": {"user_type": kind}, "user_rubrik": None,
+            "user_rubrik_score": None, "assistant_text": None, "assistant_citations": {}, "assistant_meta": {}}]})
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rubrics, qrels = tmp_path / "rubrics.json", tmp_path / "rubric-qrels.txt"
+    rubrics.write_text(json.dumps(RUBRICS))
+    qrels.write_text(RUBRIC_QRELS)
+    return dump, rubrics, qrels
+
+
+def _table(text: str) -> dict[str, dict[str, str]]:
+    head, *rows = [line.split("\t") for line in text.strip().splitlines()]
+    return {row[0]: dict(zip(head[1:], row[1:])) for row in rows}
+
+
+def test_eval_interactive_run_per_rubric_and_user_type(tmp_path, capsys):
+    """Hand-computed: user a (u1) tries rubric 1 three times (citing p1 p2, then p2 p1, then p9) and covers rubric 2
+    at once (p4 p3); user b (u2) covers rubric 1 at once (p2 p1) and leaves. Qrels: rubric 1 judges p1 2, p2 0;
+    rubric 2 judges p3 1. The last try stands for a rubric: a's rubric 1 ranks p9 (P@1 0, RR 0), its rubric 2 p4 p3
+    (P@1 0, RR 1/2), b's rubric 1 p2 p1 (P@1 0, RR 1/2); the best try: a's rubric 1 is its first (score 3: p1 p2,
+    P@1 1, RR 1)."""
+    dump, rubrics, qrels = interactive_2026(tmp_path)
+    base = ["eval", str(dump), "--qrels", str(qrels), "--rubrics", str(rubrics), "--measures", "P@1", "RR",
+            "--by", "user-type"]
+    assert main(base) == 0
+    table = _table(capsys.readouterr().out)
+    assert table["all"] == {"reached": "3", "rubrics": "4", "coverage": "0.7500", "P@1": "0.0000", "RR": "0.3333"}
+    assert table["u1"] == {"reached": "2", "rubrics": "2", "coverage": "1.0000", "P@1": "0.0000", "RR": "0.2500"}
+    assert table["u2"] == {"reached": "1", "rubrics": "2", "coverage": "0.5000", "P@1": "0.0000", "RR": "0.5000"}
+    assert main([*base, "--unreached", "zero"]) == 0  # the organizers' totals: unreached rubrics count 0
+    table = _table(capsys.readouterr().out)
+    assert (table["all"]["RR"], table["u1"]["RR"], table["u2"]["RR"]) == ("0.2500", "0.2500", "0.2500")
+    assert main([*base, "--rubric-turn", "best"]) == 0
+    table = _table(capsys.readouterr().out)
+    assert (table["u1"]["P@1"], table["u1"]["RR"], table["u2"]["RR"]) == ("0.5000", "0.7500", "0.5000")
+    # the released 2026 shape carries the users but not their types: the map gives them
+    released = tmp_path / "released.jsonl"
+    assert main(["convert", str(dump), "--to", "2026-interactive", "--out", str(released)]) == 0
+    assert main(["convert", str(dump), "--to", "2025-interactive", "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "use --to 2026-interactive" in capsys.readouterr().err
+    assert main(["eval", str(released), *base[2:]]) == 2
+    assert "has no user type" in capsys.readouterr().err
+    types = tmp_path / "types.json"
+    types.write_text(json.dumps({A: "u1", B: "u2"}))
+    assert main(["eval", str(released), *base[2:], "--user-types", str(types)]) == 0
+    again = _table(capsys.readouterr().out)
+    assert again["u1"]["RR"] == "0.2500" and again["u2"]["coverage"] == "0.5000"
+
+
+def test_eval_responses_sim_measures_per_user_type(tmp_path, capsys):
+    """Hand-computed from the same run: a's best scores are 3 (rubric 1, three turns, not covered: a rubric is
+    covered above 3) and 5 (rubric 2, covered on its first turn); b's is 5 on rubric 1, covered at once. Answers:
+    a's 2 words each (4 turns), b's 4 words."""
+    dump, rubrics, _ = interactive_2026(tmp_path)
+    base = ["eval-responses", f"r={dump}", "--rubrics", str(rubrics), "--measures", "SimRubricScore",
+            "SimRubricCoverage", "SimTurnsToCover", "Words", "--by", "user-type"]
+    assert main(base) == 0
+    lines = [line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()]
+    rows = _table("\n".join(lines))
+    assert rows["u1"] == {"reached": "2", "rubrics": "2", "coverage": "1.0000", "SimRubricScore": "4.0000",
+                          "SimRubricCoverage": "0.5000", "SimTurnsToCover": "1.0000", "Words": "2.0000"}
+    assert rows["u2"] == {"reached": "1", "rubrics": "2", "coverage": "0.5000", "SimRubricScore": "5.0000",
+                          "SimRubricCoverage": "1.0000", "SimTurnsToCover": "1.0000", "Words": "4.0000"}
+    assert rows["all"]["SimRubricScore"] == f"{13 / 3:.4f}" and rows["all"]["Words"] == "2.4000"
+    assert main([*base, "--unreached", "zero"]) == 0
+    rows = _table("\n".join(line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()))
+    assert (rows["u2"]["SimRubricScore"], rows["u2"]["SimRubricCoverage"], rows["all"]["SimRubricScore"]) == (
+        "2.5000", "0.5000", "3.2500")
+
+
+def test_eval_refuses_an_interactive_run_against_offline_turn_qrels(tmp_path, capsys):
+    """An interactive run's 1-1_1 is its user's first utterance, not the topics' turn 1-1_1: qrels keyed by the
+    offline turns do not apply (today's figure would be meaningless), one error naming the fix."""
+    dump, rubrics, _ = interactive_2026(tmp_path)
+    offline = tmp_path / "qrels.txt"
+    offline.write_text(f"1-1_1 0 {_pid(2)} 2\n1-1_2 0 {_pid(1)} 1\n")
+    assert main(["eval", str(dump), "--qrels", str(offline)]) == 2
+    err = capsys.readouterr().err
+    assert "is interactive" in err and "rubric-based qrels" in err and "--rubrics" in err
+    assert main(["eval", str(dump), "--qrels", str(tmp_path / "rubric-qrels.txt")]) == 2
+    assert "need the rubrics" in capsys.readouterr().err
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"rub_1-1_1 {_pid(1)} 2\nrub_1-1_1 {_pid(1)}\n")
+    assert main(["eval", str(dump), "--qrels", str(bad), "--rubrics", str(rubrics)]) == 2
+    assert "line 2" in capsys.readouterr().err
