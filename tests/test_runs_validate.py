@@ -262,3 +262,43 @@ def test_organizers_sample_runs_get_their_verdicts(real_topics, name):
     assert sorted(p.code for p in report.errors) == sorted(errors)
     if name == "sample_run_no_ptkb":
         assert sum(p.count for p in report.find("no-ptkb")) == 36 and len(report.turns_of("no-ptkb")) == 12
+
+
+def test_2026_interactive_runs_are_keyed_by_user_and_cite_at_most_ten(demo_dir, tmp_path):
+    """Two simulated users play one topic (2026): the same topic_id twice is no duplicate when the users differ;
+    the 2026 rules (rows naming their users) allow 10 citations a turn, released shape and server dump alike."""
+    from ikatkit.runs.io import load_records, read_run
+
+    topics = load_topics(demo_dir / "topics.json")
+    cited = {f"clueweb22-en0000-00-000{i:02d}:0": 20.0 - i for i in range(11)}
+
+    def released(user: str, n: int, citations: dict) -> dict:
+        return {"metadata": {"team_id": "t", "run_id": "r", "type": "interactive", "description": "d",
+                             "track_persona": 0, "user_id": user, "topic_id": f"demo-1_{n}"},
+                "responses": [{"rank": 1, "user_utterance": "u", "user_rubrik": "q", "user_rubrik_score": 4,
+                               "text": "answer", "citations": citations, "ptkb_provenance": []}],
+                "references": citations}
+
+    path = tmp_path / "released.jsonl"
+    ten = dict(list(cited.items())[:10])
+    path.write_text("".join(json.dumps(released(u, n, ten)) + "\n" for u in ("a", "b") for n in (1, 2)))
+    assert load_records(path)[0] == "2026-interactive"
+    run = read_run(path)
+    assert [t.key for t in run.turns] == ["a/demo-1_1", "a/demo-1_2", "b/demo-1_1", "b/demo-1_2"]
+    assert list(run.trec_ranking()) == [t.key for t in run.turns]
+    report = validate_run(path, topics)
+    assert report.ok and not report.find("duplicate-turn") and not report.find("too-many-passages"), str(report)
+    path.write_text(json.dumps(released("a", 1, cited)) + "\n")
+    assert validate_run(path, topics).find("too-many-passages")[0].examples == ["demo-1_1: 11 citations > 10"]
+    dump = tmp_path / "dump.jsonl"  # the server's dump of the same turn
+    dump.write_text(json.dumps({"metadata": {"team_id": "t", "run_id": "r", "description": "d", "extra": {},
+                                             "user_id": "a", "topic_id": "demo-1_1"},
+                                "responses": [{"rank": 1, "user_utterance": "u", "user_meta": {},
+                                               "assistant_text": "answer", "assistant_citations": cited,
+                                               "assistant_meta": {}}]}) + "\n")
+    report = validate_run(dump, topics)
+    assert report.fmt == "interactive-2026" and report.find("too-many-passages")[0].examples == ["demo-1_1: 11 citations > 10"]
+    written = tmp_path / "again.jsonl"
+    write_run(read_run(dump), written, "2026-interactive")
+    row = json.loads(written.read_text())
+    assert row["metadata"]["user_id"] == "a" and len(row["responses"][0]["citations"]) == 10
