@@ -177,7 +177,7 @@ def _rows(values: Mapping[tuple[str | None, str], dict[str, float]], kinds: Mapp
         for m in measures:
             column = [values[u][m] for u in units if m in values[u]]
             denominator = row.rubrics if unreached == "zero" else len(column)
-            row.mean[m] = sum(column) / denominator if denominator else None
+            row.mean[m] = sum(column) / denominator if column and denominator else None
         rows[name] = row
     return rows
 
@@ -230,8 +230,9 @@ def evaluate_rubric_run(run: Run, qrels: Qrels, rubrics: Mapping[str, list[Rubri
 def sim_table(judged: Mapping[str, tuple[str | None, int | None]], types: Mapping[str, str],
               rubrics: Mapping[str, list[Rubric]], measures: Sequence[str], threshold: int = 3,
               unreached: str = "skip", topics: Sequence[str] | None = None) -> TypeTable:
-    """The simulator's judgements per (user, rubric), reported per type: ``SimRubricScore`` (the best 0-5 score the
-    user recorded for the rubric), ``SimRubricCoverage`` (1 when above ``threshold``), ``SimTurnsToCover`` (turns
+    """The simulator's judgements per (user, rubric), reported per type: a unit is reached when one of the user's
+    turns pursues the rubric (judged or not); ``SimRubricScore`` (the best 0-5 score the user recorded for the
+    rubric; n/a where no turn was judged), ``SimRubricCoverage`` (1 when above ``threshold``), ``SimTurnsToCover`` (turns
     up to the covering one; covered units only, never zero-filled). Rubrics judged: those of ``topics`` (default
     every topic of the rubrics file). ``judged``: turn key -> (rubric, score); ``types``: turn key -> type."""
     from ikatkit.evaluate.responses.rubrics import topic_of
@@ -241,18 +242,22 @@ def sim_table(judged: Mapping[str, tuple[str | None, int | None]], types: Mappin
     best: dict[tuple[str | None, str], int] = {}
     cover: dict[tuple[str | None, str], int] = {}
     kinds: dict[str | None, str] = {}
+    reached: set[tuple[str | None, str]] = set()
     for key in sorted(judged, key=lambda k: (k.rsplit("_", 1)[0], _number(k))):
         rubric, score = judged[key]
         rid = ids.get(topic_of(key), {}).get(norm(rubric)) if rubric else None
-        if rid is None or score is None:
+        if rid is None:
             continue
         unit = (split_turn_key(key)[0], rid)
         kinds[unit[0]] = types[key]
+        reached.add(unit)
+        if score is None:  # reached, not judged (a replay user judges nothing)
+            continue
         spent[unit] = spent.get(unit, 0) + 1
         best[unit] = max(best.get(unit, 0), score)
         if score > threshold and unit not in cover:
             cover[unit] = spent[unit]
-    values: dict[tuple[str | None, str], dict[str, float]] = {}
+    values: dict[tuple[str | None, str], dict[str, float]] = {unit: {} for unit in reached}
     for unit, score in best.items():
         values[unit] = {"SimRubricScore": float(score), "SimRubricCoverage": float(score > threshold)}
         if unit in cover:
