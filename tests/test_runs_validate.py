@@ -297,7 +297,8 @@ def test_2026_interactive_runs_are_keyed_by_user_and_cite_at_most_ten(demo_dir, 
                                                "assistant_text": "answer", "assistant_citations": cited,
                                                "assistant_meta": {}}]}) + "\n")
     report = validate_run(dump, topics)
-    assert report.fmt == "interactive-2026" and report.find("too-many-passages")[0].examples == ["demo-1_1: 11 citations > 10"]
+    assert report.fmt == "interactive-2026"
+    assert report.find("too-many-passages")[0].examples == ["demo-1_1: 11 citations > 10"]
     written = tmp_path / "again.jsonl"
     write_run(read_run(dump), written, "2026-interactive")
     row = json.loads(written.read_text())

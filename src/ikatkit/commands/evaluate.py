@@ -78,7 +78,6 @@ def _user_type_map(args: argparse.Namespace) -> dict[str, str] | None:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from ikatkit.atomic import write_text
-    from ikatkit.evaluate.evaluate import evaluate
     from ikatkit.evaluate.ptkb import evaluate_ptkb
 
     if args.ptkb and args.classify:

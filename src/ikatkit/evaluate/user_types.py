@@ -232,8 +232,8 @@ def sim_table(judged: Mapping[str, tuple[str | None, int | None]], types: Mappin
               unreached: str = "skip", topics: Sequence[str] | None = None) -> TypeTable:
     """The simulator's judgements per (user, rubric), reported per type: a unit is reached when one of the user's
     turns pursues the rubric (judged or not); ``SimRubricScore`` (the best 0-5 score the user recorded for the
-    rubric; n/a where no turn was judged), ``SimRubricCoverage`` (1 when above ``threshold``), ``SimTurnsToCover`` (turns
-    up to the covering one; covered units only, never zero-filled). Rubrics judged: those of ``topics`` (default
+    rubric; n/a where no turn was judged), ``SimRubricCoverage`` (1 when above ``threshold``), ``SimTurnsToCover``
+    (turns up to the covering one; covered units only, never zero-filled). Rubrics judged: those of ``topics`` (default
     every topic of the rubrics file). ``judged``: turn key -> (rubric, score); ``types``: turn key -> type."""
     from ikatkit.evaluate.responses.rubrics import topic_of
 

@@ -197,7 +197,8 @@ def _scalar_kind(value: Any) -> str:
 
 
 def load_template(fmt: int | str) -> Template:
-    """The template of ``fmt`` (2023, 2024, 2025, 2025-interactive or 2026-interactive) with its field specs derived from the sample."""
+    """The template of ``fmt`` (2023, 2024, 2025, 2025-interactive or 2026-interactive) with its field specs derived
+    from the sample."""
     return _load_template(str(fmt))
 
 
