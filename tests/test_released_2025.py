@@ -203,3 +203,43 @@ def test_cli_validate_eval_responses_and_report_of_released_runs(released, tmp_p
                  "--out", str(tmp_path / "report")]) == 0  # rows of whole dialogues: no turn position
     per_conversation = (tmp_path / "report" / "responses_per_conversation.csv").read_text().splitlines()
     assert len(per_conversation) == 1 + 17
+
+
+def test_2026_llm_users_follow_the_rubric_protocol_and_record_it_as_released(demo_dir):
+    """A 2026 rehearsal's LLM user pursues the conversation's rubrics: answers scored 2, 2, 2 spend the three tries
+    on the first rubric and move on, a 5 covers the last one and the user says goodbye; the dump names the user and
+    records user_rubrik / user_rubrik_score as the released runs do; every message carries the topic's PTKB."""
+    from ikatkit.interactive.messages import AssistantResponse, RunMeta
+    from ikatkit.simulate.plan import parse_user_types, play_order
+    from ikatkit.simulate.server import Simulator
+    from ikatkit.simulate.users import FAREWELL, typed_users
+    from ikatkit.topics import load_topics
+
+    topics = load_topics(demo_dir / "topics.json").subset(["demo-1"])
+    types = parse_user_types(["u1=clean"])
+    rubrics = {"demo-1": ["Which diet suits a runner?", "How much protein a day?"]}
+    users = typed_users(topics, play_order(types, ["demo-1"]), llm=ScriptedUserLlm(["2", "2", "2", "5"]),
+                        rubrics=rubrics)
+    ptkb = list(topics.conversation("demo-1").ptkb.values())
+    sim = Simulator(users, {"t": "team"}, ptkb={"demo-1": ptkb}, edition=2026, user_types={types[0].id: "u1"})
+    messages = [sim.start("team", RunMeta(run_id="r", description="d"), "run")]
+    while not messages[-1].last_response_of_session:
+        messages.append(sim.continue_("team", AssistantResponse(run_id="r", response="An answer."), "run"))
+    assert [m.utterance for m in messages] == [*rubrics["demo-1"][:1] * 3, rubrics["demo-1"][1], FAREWELL]
+    assert all(m.user_meta == {"ptkb": ptkb} and m.user_id == types[0].id for m in messages)
+    rows = [json.loads(line) for line in sim.dump("team", "r").splitlines()]
+    assert [(r["metadata"]["user_id"], r["metadata"]["topic_id"]) for r in rows] == [
+        (types[0].id, f"demo-1_{n}") for n in range(1, 6)]
+    said = [r["responses"][0] for r in rows]
+    assert [(s["user_rubrik"], s["user_rubrik_score"]) for s in said] == [
+        *[(rubrics["demo-1"][0], 2)] * 3, (rubrics["demo-1"][1], 5), (None, None)]
+    assert {s["user_meta"]["user_type"] for s in said} == {"u1"}
+    run = read_run_rows(rows)
+    assert [(t.key, t.user.rubric_score, t.user.user_type) for t in run.turns][-1] == (
+        f"{types[0].id}/demo-1_4", 5, "u1")
+
+
+def read_run_rows(rows: list[dict]):
+    from ikatkit.runs.io import from_records
+
+    return from_records([(f"line {n}", row) for n, row in enumerate(rows, start=1)], "interactive")
