@@ -127,3 +127,24 @@ def test_parse_and_transcript(forms) -> None:
     dialogue = read_assessments([FIXTURE], forms)[0]
     text = transcript(dialogue.turns)
     assert text.count("User: ") == 7 and text.count("Assistant: ") == 6  # the farewell has no answer
+
+
+def test_dialogue_means_per_user_type_with_coverage(forms, tmp_path: Path) -> None:
+    """2026 entries name their user type: the fixture's dialogue as u1 on conversation 1-1 and as u2 on 1-1 and on a
+    second conversation with the best personalization label (5): u1 covers 1 of the run's 2 conversations with
+    personalization 2 (the fixture's label), u2 both with (2 + 5) / 2; a 2025 entry (no user) is one error."""
+    entries = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    dialogue = entries[0]
+    best = forms["ikat-dialog-v1"].question("personalization").options[0]
+    other = {**dialogue, "topic": "1-2", "judgment": {**dialogue["judgment"], "personalization": best}}
+    typed = [{**dialogue, "user_type": "u1"}, {**dialogue, "user_type": "u2"}, {**other, "user_type": "u2"}]
+    path = tmp_path / "topic1-1.final"
+    path.write_text(json.dumps(typed))
+    out = tmp_path / "types.json"
+    assert main(["eval-dialogues", str(path), "--forms", str(GUIDELINES), "--by", "user-type", "--format", "json",
+                 "--out", str(out)]) == 0
+    table = json.loads(out.read_text())["by_user_type"][dialogue["runtag"]]
+    assert {k: (v["dialogues"], v["conversations"], v["coverage"]) for k, v in table.items()} == {
+        "u1": (1, 2, 0.5), "u2": (2, 2, 1.0)}
+    assert table["u1"]["mean"]["personalization"] == 2 and table["u2"]["mean"]["personalization"] == 3.5
+    assert main(["eval-dialogues", str(FIXTURE), "--forms", str(GUIDELINES), "--by", "user-type"]) == 2

@@ -31,6 +31,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache", help="cache folder for LLM outputs (default $IKATKIT_CACHE or .cache/ikatkit)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the weighted kappa interval")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--by", choices=["run", "user-type"], default="run",
+                   help="user-type (2026 assessments, whose entries name their user): each run's means per user type, "
+                        "with the conversations each type's dialogues cover (coverage) beside them")
+    p.add_argument("--user-types", help="with --by user-type: user id -> type map (JSON) for entries naming a user id")
     p.add_argument("--format", choices=["tsv", "json"], default="tsv")
     p.add_argument("--out", help="write the report here instead of standard output")
     p.set_defaults(func=run)
@@ -50,9 +54,12 @@ def run(args: argparse.Namespace) -> int:
 
         raise IkatError("no assessed unit left to report", where="--runs / --level / --limit",
                         fix="check the run names (runtag) and the level")
-    if not (args.model or args.llm_config or args.judged):
+    report: dict
+    if args.by == "user-type":
+        report, text = _by_type(args, units, forms)
+    elif not (args.model or args.llm_config or args.judged):
         means = run_means(units, forms)
-        report: dict = {"units": len(units), "run_means": means}
+        report = {"units": len(units), "run_means": means}
         text = (json.dumps(report, indent=2) + "\n" if args.format == "json" else
                 "".join(f"{dim}\t{run}\t{value:.4f}\n" for run, dims in means.items() for dim, value in dims.items()))
     else:
@@ -63,6 +70,30 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _by_type(args: argparse.Namespace, units: list, forms: dict) -> tuple[dict, str]:
+    """Means per run and user type, coverage beside them (NIST's labels; a judge's with --by run)."""
+    from ikatkit.evaluate.assessments import type_means
+    from ikatkit.evaluate.user_types import read_user_types
+
+    if args.model or args.llm_config or args.judged:
+        from ikatkit.errors import IkatError
+
+        raise IkatError("--by user-type reports the assessments' own labels", where="--by",
+                        fix="leave out --model/--llm-config/--judged, or --by")
+    table = type_means(units, forms, read_user_types(args.user_types) if args.user_types else None)
+    report = {"units": len(units), "by_user_type": table}
+    if args.format == "json":
+        return report, json.dumps(report, indent=2) + "\n"
+    dims = list(dict.fromkeys(d for types in table.values() for row in types.values() for d in row["mean"]))
+    lines = ["\t".join(["run", "user_type", "dialogues", "conversations", "coverage", *dims])]
+    for run, types in table.items():
+        for kind, row in types.items():
+            values = ["n/a" if d not in row["mean"] else f"{row['mean'][d]:.4f}" for d in dims]
+            lines.append("\t".join([run, kind, str(row["dialogues"]), str(row["conversations"]),
+                                    f"{row['coverage']:.4f}", *values]))
+    return report, "\n".join(lines) + "\n"
 
 
 def _agreement(args: argparse.Namespace, units: list, every: list, forms: dict) -> dict:

@@ -139,6 +139,7 @@ class Assessment:
     labels: dict[str, str]
     values: dict[str, int] = field(default_factory=dict)
     where: str = ""
+    user: str | None = None  # 2026: the simulated user (type) an entry names (``user_type``, else ``user_id``)
 
     @property
     def key(self) -> tuple[str, str, str, tuple[int, ...]]:
@@ -205,7 +206,9 @@ def read_assessment_file(path: str | Path, forms: dict[str, Form]) -> list[Asses
                                     f"{form.label}", path=path, where=f"{where}, field judgment.{question.id}",
                                     fix=f"use one of {list(question.options)}")
                 values[question.id] = value
-        out.append(Assessment(run, topic, form.label, turns, labels, values, f"{path.name}:{line}"))
+        user = entry.get("user_type") or entry.get("user_id")
+        out.append(Assessment(run, topic, form.label, turns, labels, values, f"{path.name}:{line}",
+                              str(user) if user else None))
     return out
 
 
@@ -216,6 +219,34 @@ def read_assessments(paths: Sequence[str | Path], forms: dict[str, Form]) -> lis
         raise IkatError("no assessment file found", path=", ".join(map(str, paths)),
                         fix="pass topic*.final files or their folder")
     return [a for f in files for a in read_assessment_file(f, forms)]
+
+
+def type_means(assessments: Sequence[Assessment], forms: dict[str, Form],
+               user_types: dict[str, str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per run and user type (2026: entries naming their user; ``user_types`` maps user ids to types): the
+    dialogues assessed, the run's conversations assessed, their share (coverage) and each dimension's mean over the
+    type's units. An entry without a user is an IkatError naming it and the fix."""
+    kinds: dict[int, str] = {}
+    for i, a in enumerate(assessments):
+        kind = (user_types or {}).get(a.user or "", a.user)
+        if kind is None:
+            raise IkatError(f"assessment {a.where} (run {a.run}, topic {a.topic}) names no user",
+                            where="--by user-type",
+                            fix="2025 assessments have one user per topic: leave out --by; 2026 entries name theirs "
+                                "(user_type or user_id, with --user-types FILE mapping ids to types)")
+        kinds[i] = kind
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for run in dict.fromkeys(a.run for a in assessments):
+        mine = [i for i, a in enumerate(assessments) if a.run == run]
+        conversations = {assessments[i].topic for i in mine if assessments[i].form == DIALOG_FORM}
+        for kind in sorted({kinds[i] for i in mine}):
+            units = [assessments[i] for i in mine if kinds[i] == kind]
+            played = {a.topic for a in units if a.form == DIALOG_FORM}
+            row: dict[str, Any] = {"dialogues": len(played), "conversations": len(conversations),
+                                   "coverage": len(played) / len(conversations) if conversations else 0.0}
+            row["mean"] = run_means(units, forms).get(run, {})
+            out.setdefault(run, {})[kind] = row
+    return out
 
 
 def run_means(assessments: Sequence[Assessment], forms: dict[str, Form]) -> dict[str, dict[str, float]]:
