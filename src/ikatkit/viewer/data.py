@@ -194,7 +194,7 @@ def turn_keys(runs: list[RunData], page: str, topics: Topics | None) -> list[str
     if topics is not None and "@" not in page and not any(r.interactive for r in runs):
         try:
             keys |= {t.qid for t in topics.conversation(page).turns}
-        except Exception:  # a conversation the topics lack
+        except KeyError:  # a conversation the topics lack
             pass
     return sorted(keys, key=turn_number)
 

@@ -103,7 +103,7 @@ def _title(judgements: Judgements, page: str) -> str:
         return ""
     try:
         return judgements.topics.conversation(page.partition("@")[0]).title
-    except Exception:  # a conversation the topics lack
+    except KeyError:  # a conversation the topics lack
         return ""
 
 
@@ -121,7 +121,7 @@ def _ptkb(judgements: Judgements, page: str) -> list[tuple[str, str]]:
         return []
     try:
         return list(judgements.topics.conversation(page.partition("@")[0]).ptkb.items())
-    except Exception:  # a conversation the topics lack
+    except KeyError:  # a conversation the topics lack
         return []
 
 
@@ -136,8 +136,11 @@ def _ptkb_grade(qrels: Any, qid: str, key: str, index: int) -> int | None:
 def _turn(runs: list[RunData], key: str, judgements: Judgements, texts: dict[str, str], page: str) -> dict[str, Any]:
     qid = key.partition("@")[0]
     topic_turn = None
-    if judgements.topics is not None and not any(r.interactive for r in runs):
-        topic_turn = next((t for t in judgements.topics if t.qid == qid), None) if "@" not in key else None
+    if judgements.topics is not None and "@" not in key and not any(r.interactive for r in runs):
+        try:
+            topic_turn = judgements.topics.turn(qid)
+        except KeyError:  # a turn the topics lack
+            pass
     qrels = judgements.qrels
     columns = []
     for number, data in enumerate(runs):
