@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ikatkit.evaluate.plots import natural_key
 from ikatkit.evaluate.qrels import Qrels
 from ikatkit.runs.model import Run, TurnResult
 from ikatkit.topics import Topics
@@ -109,21 +108,14 @@ def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:
 
 
 def _read_folder(data: RunData) -> None:
-    """The description and notes ikatkit wrote beside the run: ``manifest.json`` when it names this run file."""
+    """The description and notes ikatkit wrote beside the run (:func:`ikatkit.runs.manifest.manifest_of`)."""
+    from ikatkit.runs.manifest import description_of, manifest_of
+
+    manifest = manifest_of(data.path)
+    if manifest is None:
+        return
     folder = data.path.parent
-    manifest_file = folder / "manifest.json"
-    if not manifest_file.is_file():
-        return
-    try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    files = manifest.get("files") or {}
-    names = {files.get("run"), files.get("trec"), (manifest.get("dump") or {}).get("file"), manifest.get("trec")}
-    if data.path.name not in names:
-        return
-    config = manifest.get("config") or {}
-    data.description = data.description or str(manifest.get("description") or config.get("description") or "")
+    data.description = data.description or description_of(manifest)
     data.run_notes = {str(k): int(v) for k, v in (manifest.get("notes") or {}).items()}
     data.run_notes.update({f"LLM output refused by the guard of {stage}": int(n)
                            for stage, n in (manifest.get("guarded_llm_outputs") or {}).items()})
@@ -184,6 +176,8 @@ def score_runs(runs: list[RunData], judgements: Judgements) -> list[str]:
 
 def pages(runs: list[RunData]) -> list[str]:
     """Every page (conversation, or conversation and user) any run has, in natural order."""
+    from ikatkit.evaluate.plots import natural_key
+
     return sorted({page_of(k) for r in runs for k in r.turns} | {p for r in runs for p in r.farewells},
                   key=natural_key)
 
