@@ -115,11 +115,16 @@ def test_intervals_and_all_pairs(runs, data):
     assert pair["p"] == pytest.approx(raw) and pair["delta"] == pytest.approx(
         comparison.results["shuffled"].mean["nDCG@5"] - comparison.results["reversed"].mean["nDCG@5"])
     assert [p["p_adjusted"] for p in comparison.pairs] == pytest.approx(correct([p["p"] for p in comparison.pairs]))
-    table = comparison.to_markdown()
-    assert "nDCG@5 95% CI" in table and "nDCG@5 p (holm)" in table and "All pairs:" in table
-    baseline_row = table.splitlines()[2].split(" | ")
-    assert baseline_row[0] == "| reference" and baseline_row[3:5] == ["", ""]  # no delta, no p against itself
-    assert f"{row['delta']:+.4f}" in table
+    table = comparison.to_markdown(full=True)
+    lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
+             if line.startswith("|")]
+    assert lines[0] == ["run", "nDCG@5", "P(rel=2)@20", "judged@10"] and "All pairs:" in table  # the compact table
+    mark = "\u2021" if row["p_adjusted"] < 0.01 else "\u2020" if row["p_adjusted"] < 0.05 else ""
+    assert lines[2][:2] == ["reference", f"{comparison.results['reference'].mean['nDCG@5']:.4f}"]  # no mark
+    assert next(line for line in lines if line[0] == "shuffled")[1] == f"{row['mean']:.4f}{mark}"
+    long = {(line[0], line[1]): line for line in lines if len(line) == 8}  # one row per run and measure
+    assert long[("reference", "nDCG@5")][4:6] == ["", ""]  # no delta, no p against itself
+    assert long[("shuffled", "nDCG@5")][4] == f"{row['delta']:+.4f}"
 
 
 def test_tests_and_corrections():
@@ -210,7 +215,8 @@ def test_compare_and_report_commands_with_ptkb(runs, data, tmp_path, capsys):
             "ptkb_nDCG_5_per_conversation.png"} <= names
     assert main(["report", *common, "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 2 * 6 + 2 * 4 and page.count("<table>") == 3
+    # the runs; per comparison the compact table and one row per run and measure
+    assert page.count("data:image/png;base64,") == 2 * 6 + 2 * 4 and page.count("<table>") == 1 + 2 + 2
     assert "PTKB statement ranking" in page and "<td>automatic</td>" in page
     assert main(["compare", *common, "--baseline", "nobody"]) == 2
     assert "baseline 'nobody' is not among the runs" in capsys.readouterr().err

@@ -84,7 +84,7 @@ class Comparison:
         for name in self.results:
             marks = [significance_mark(self._row(name, m)["p_adjusted"]) if name != self.baseline else ""
                      for m in measures]
-            lines.append([name + (" (baseline)" if name == self.baseline else ""),
+            lines.append([name,
                           *(f"{self._row(name, m)['mean']:.4f}{mark}" for m, mark in zip(measures, marks)),
                           *([f"{self.judged[name][10]:.3f}"] if judged else [])])
         return lines
