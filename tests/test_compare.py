@@ -165,6 +165,21 @@ def test_judged_fractions_are_ir_measures_judged_as_we_counted_them(runs, data):
             assert value == pytest.approx(counted, abs=1e-12)
 
 
+def test_equal_runs_both_show_in_the_per_turn_plot(runs, data, tmp_path):
+    """Two runs of equal values: the second run's line and markers do not hide the first's (offset, another
+    shape): each run's colour covers about as many pixels of the per-turn-position plot as the other's."""
+    import matplotlib.image
+    import numpy as np
+
+    files = write_comparison(compare_runs({"first": runs["reference"], "second": runs["reference"]}, data.qrels,
+                                          measures=["nDCG@5"]), tmp_path / "cmp")
+    image = matplotlib.image.imread(next(p for p in files["plots"] if p.name == "nDCG_5_per_turn.png"))[..., :3]
+    colours = {"first": (0x1f, 0x77, 0xb4), "second": (0xff, 0x7f, 0x0e)}  # matplotlib's C0 and C1
+    pixels = {name: int((np.abs(image - np.array(rgb) / 255).max(axis=2) < 0.05).sum())
+              for name, rgb in colours.items()}
+    assert pixels["first"] > 0.5 * pixels["second"] > 50, pixels
+
+
 def test_plots_and_report(runs, data, tmp_path):
     subset = {k: runs[k] for k in ("reference", "reversed")}
     files = write_comparison(compare_runs(subset, data.qrels), tmp_path / "cmp")
