@@ -326,3 +326,77 @@ def test_interactive_page_in_chromium(interactive):
     assert not errors and found["page"] <= found["view"] and found["outside"] == 0, (found, errors)
     names = sorted(p.stem for p in (RELEASED / "interactive-runs").glob("*.jsonl"))
     assert found["cols"] == [*names, assessed.stem]
+
+
+WORDS = """<script>
+document.addEventListener("DOMContentLoaded", function(){
+  var broken = [], body = document.body.getBoundingClientRect().right;
+  document.querySelectorAll("table:first-of-type td").forEach(function(td){
+    var walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT), node;
+    while ((node = walker.nextNode())) {
+      var words = /[^\\s\\/-]+/g, m;  // a line may break at a space, after a slash or a hyphen: nowhere else
+      while ((m = words.exec(node.data))) {
+        var range = document.createRange(); range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+        var tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+  });
+  var tables = [...document.querySelectorAll("table")].map(t => [...t.rows].map(r => [...r.cells].map(c => c.textContent)));
+  var pre = document.createElement("pre"); pre.id = "probe";
+  pre.textContent = JSON.stringify({broken: broken, tables: tables, page: document.documentElement.scrollWidth,
+                                    view: window.innerWidth, areas: document.querySelectorAll("a.area").length});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_report_of_two_runs_in_chromium(runs, viewed, tmp_path):  # noqa: F811
+    """The report of two 2023 runs, each in the folder `ikatkit run` writes (its manifest.json beside it): the
+    configs' descriptions in the runs table, no word broken over two lines (a break after a space, a slash or a
+    hyphen only) at 1400 px and in a narrow window (700 px),
+    the compact table (runs x the chosen measures, marks), every plot point linked and each turn to the viewer."""
+    paths = {}
+    for name, path in runs.paths.items():
+        folder = tmp_path / "runs" / f"a-rather-long-folder-name-for-the-{name}-run-of-the-2023-test-topics"
+        folder.mkdir(parents=True)
+        paths[name] = folder / path.name
+        paths[name].write_bytes(path.read_bytes())
+        (folder / "manifest.json").write_text(json.dumps({
+            "run_name": name, "files": {"run": path.name, "trec": f"{name}.trec"},
+            "config": {"name": name, "description": f"The {name} pipeline: BM25 over the 894 passages, reranked "
+                                                     "by a cross-encoder, with a rewriter of the utterance."}}))
+    out = tmp_path / "report"
+    measures = ["nDCG@3", "nDCG@5", "R(rel=2)@20"]
+    code, _, err = _cli(["report", *(f"{n}={p}" for n, p in paths.items()), "--qrels", str(runs.year / "qrels.txt"),
+                         "--measures", *measures, "--out", str(out), "--viewer", str(viewed)])
+    assert code == 0, err
+    page = (out / "report.html").read_text()
+    for width in (1400, 700):
+        probe = out / f"probe-{width}.html"
+        probe.write_text(page.replace("</body>", WORDS + "</body>"))
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},900",
+                              f"--user-data-dir={tmp_path / 'chromium'}", "--dump-dom", probe.as_uri()],
+                             capture_output=True, text=True, timeout=120).stdout
+        found = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)))
+        assert found["broken"] == [] and found["page"] <= found["view"], found["broken"]
+    runs_table = found["tables"][0]
+    described = {row[0]: row[2] for row in runs_table[1:]}
+    assert described == {n: f"The {n} pipeline: BM25 over the 894 passages, reranked by a cross-encoder, with a "
+                            "rewriter of the utterance." for n in runs.paths}
+    compact = found["tables"][1]
+    assert compact[0] == ["run", *measures, "judged@10"] and [r[0] for r in compact[1:]] == list(runs.paths)
+    per_turn = {n: trec_eval(runs.qrels, runs.rankings[n], {m: TRACK[m] for m in measures}) for n in runs.paths}
+    common = [q for q in per_turn["manual"] if q in per_turn["automatic"]]
+    mean = sum(per_turn["automatic"][q]["nDCG@5"] for q in common) / len(common)
+    assert compact[2][2].rstrip("\u2020\u2021") == f"{mean:.4f}"
+    # links: each plot's turn positions and conversations, and every turn of the turn table to its viewer page
+    positions = {int(q.rpartition("_")[2]) for q in common}
+    conversations = {q.rpartition("_")[0] for q in common}
+    assert found["areas"] == len(measures) * (max(positions) - min(positions) + 1 + len(conversations))
+    links = re.findall(r'<a href="([^"]+)">(\d+-\d+_\d+)</a>', page)
+    assert sorted(q for _, q in links) == sorted(common)
+    for url, qid in links[:20]:
+        target, _, anchor = url.partition("#")
+        assert f'id="{anchor}"' in (out / target).resolve().read_text() and anchor == f"t{qid.rpartition('_')[2]}"
