@@ -400,3 +400,43 @@ def test_report_of_two_runs_in_chromium(runs, viewed, tmp_path):  # noqa: F811
     for url, qid in links[:20]:
         target, _, anchor = url.partition("#")
         assert f'id="{anchor}"' in (out / target).resolve().read_text() and anchor == f"t{qid.rpartition('_')[2]}"
+
+
+def test_2026_users_and_ikatkit_notes(tmp_path):
+    """2026 rows: one topic played by two users is two pages (the user's id shown); the run folder of `ikatkit
+    interactive` gives the description, the manifest's notes and each turn's notes (a cut response, a guard's
+    refusal); the farewell row is where the user left."""
+    def row(qid: str, user: str, text: str | None, score: int | None = 4) -> dict:
+        return {"metadata": {"team_id": "t", "run_id": "r26", "type": "interactive", "track_persona": 1,
+                             "user_id": user, "topic_id": qid},
+                "responses": [{"rank": 1, "user_utterance": f"{user} asks {qid}", "user_rubrik": "Which diet?",
+                               "user_rubrik_score": score, "text": text, "ptkb_provenance": [],
+                               "citations": {"clueweb22-en0001-00-00001:1": 2.0} if text else None}],
+                "references": {"clueweb22-en0001-00-00001:1": 2.0} if text else {}}
+    folder = tmp_path / "runs" / "r26"
+    (folder / "turns").mkdir(parents=True)
+    rows = [row("1-1_1", "u1", "First answer."), row("1-1_2", "u1", "Second answer.", 5),
+            row("1-1_3", "u1", None, None), row("1-1_1", "u2", "Another user's answer.")]
+    (folder / "r26.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "manifest.json").write_text(json.dumps({
+        "run_id": "r26", "description": "BM25 and a small LLM", "dump": {"file": "r26.jsonl"},
+        "notes": {"response cut at a sentence boundary to the API's 250 tokens": 1}, "guarded_llm_outputs": {}}))
+    (folder / "turns" / "1-1_2.json").write_text(json.dumps({"record": {
+        "qid": "1-1_2", "user_id": "u1", "notes": ["response cut at a sentence boundary to the API's 250 tokens"],
+        "rejected": {"rewrite": "empty rewrite"}}}))
+    out = tmp_path / "view"
+    code, _, err = _cli(["view", str(folder / "r26.jsonl"), "--out", str(out)])
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "c").iterdir()) == ["1-1_u1.html", "1-1_u2.html"]
+    pages = read_pages(out)
+    assert list(pages["1-1_u1"].turns) == ["1-1_1@u1", "1-1_2@u1"] and list(pages["1-1_u2"].turns) == ["1-1_1@u2"]
+    second = html.unescape("".join(pages["1-1_u1"].turns["1-1_2@u1"]["r26"]))
+    assert "user u1:" in second and "u1 asks 1-1_2" in second and "the simulated user's score 5/5" in second
+    assert "ikatkit: response cut at a sentence boundary to the API's 250 tokens" in second
+    assert "ikatkit: rewrite: LLM output refused by its guard (empty rewrite)" in second
+    assert "ikatkit" not in "".join(pages["1-1_u1"].turns["1-1_1@u1"]["r26"])
+    page = html.unescape((out / "c" / "1-1_u1.html").read_text())
+    assert "r26: the simulated user left after 1-1_2@u1, saying \u201cu1 asks 1-1_3\u201d." in page
+    index = html.unescape((out / "index.html").read_text())
+    assert "BM25 and a small LLM" in index and "response cut at a sentence boundary to the API's 250 tokens \u00d71" in index
+    assert re.search(r"<td>u1</td>.*<td>u2</td>", index, re.S)
