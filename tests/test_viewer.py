@@ -200,8 +200,8 @@ document.addEventListener("DOMContentLoaded", function(){ try { %s } catch (e) {
   var rows = document.querySelectorAll("table.rank tbody tr");
   var out = {pwned: window.pwned === undefined ? null : window.pwned, errors: window.__errors,
     page: document.documentElement.scrollWidth, view: window.innerWidth,
-    outside: [...document.querySelectorAll("section, table, .col")].filter(e => e.getBoundingClientRect().right > body + 1
-      && !e.closest(".box")).length,
+    outside: [...document.querySelectorAll("section, table, .col")]
+      .filter(e => e.getBoundingClientRect().right > body + 1 && !e.closest(".box")).length,
     sections: [...document.querySelectorAll("section.turn")].map(s => s.dataset.key),
     current: [...document.querySelectorAll("section.turn.current")].map(s => s.dataset.key),
     hidden: document.querySelectorAll("section.turn.hidden").length,
@@ -342,7 +342,8 @@ document.addEventListener("DOMContentLoaded", function(){
       }
     }
   });
-  var tables = [...document.querySelectorAll("table")].map(t => [...t.rows].map(r => [...r.cells].map(c => c.textContent)));
+  var tables = [...document.querySelectorAll("table")]
+    .map(t => [...t.rows].map(r => [...r.cells].map(c => c.textContent)));
   var pre = document.createElement("pre"); pre.id = "probe";
   pre.textContent = JSON.stringify({broken: broken, tables: tables, page: document.documentElement.scrollWidth,
                                     view: window.innerWidth, areas: document.querySelectorAll("a.area").length});
@@ -438,5 +439,6 @@ def test_2026_users_and_ikatkit_notes(tmp_path):
     page = html.unescape((out / "c" / "1-1_u1.html").read_text())
     assert "r26: the simulated user left after 1-1_2@u1, saying \u201cu1 asks 1-1_3\u201d." in page
     index = html.unescape((out / "index.html").read_text())
-    assert "BM25 and a small LLM" in index and "response cut at a sentence boundary to the API's 250 tokens \u00d71" in index
+    assert "BM25 and a small LLM" in index
+    assert "response cut at a sentence boundary to the API's 250 tokens \u00d71" in index
     assert re.search(r"<td>u1</td>.*<td>u2</td>", index, re.S)
