@@ -116,7 +116,7 @@ def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = 
 def _turns_html(prefix: str, comparison: Comparison, viewer: str) -> str:
     """Every turn behind the plots of a comparison, grouped by turn position (each group the target of a
     position's link) and linked to its page in the viewer, with each run's values."""
-    from ikatkit.viewer.render import page_file, turn_url
+    from ikatkit.turn_pages import page_file, turn_url
 
     names = list(comparison.results)
     head = "".join(f"<th>{html.escape(m)} {html.escape(n)}</th>" for m in comparison.measures for n in names)

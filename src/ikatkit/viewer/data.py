@@ -19,6 +19,7 @@ from typing import Any
 
 from ikatkit.evaluate.qrels import Qrels
 from ikatkit.runs.model import Run, TurnResult
+from ikatkit.turn_pages import page_of, turn_number
 from ikatkit.topics import Topics
 
 TOP = 10  # passages of a ranking shown at once; the rest are folded into the page's JSON
@@ -60,18 +61,6 @@ class RunData:
     per_turn: dict[str, dict[str, float]] = field(default_factory=dict)
     per_page: dict[str, dict[str, float]] = field(default_factory=dict)
     interactive: bool = False
-
-
-def page_of(key: str) -> str:
-    """The page of a turn key: its conversation, and for a 2026 run its user (``1-1@u3``)."""
-    qid, _, user = key.partition("@")
-    conversation = qid.rpartition("_")[0] or qid
-    return f"{conversation}@{user}" if user else conversation
-
-
-def turn_number(key: str) -> int:
-    tail = key.partition("@")[0].rpartition("_")[2]
-    return int(tail) if tail.isdigit() else 0
 
 
 def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:

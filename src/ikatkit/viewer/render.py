@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from ikatkit.atomic import write_text
-from ikatkit.viewer.data import (MARKER, RELEVANT, TOP, Judgements, RunData, cited, grade_of, page_of, pages,
-                                 passages_of, score_runs, turn_keys, turn_number)
+from ikatkit.turn_pages import page_file, page_of, turn_number, turn_url
+from ikatkit.viewer.data import (MARKER, RELEVANT, TOP, Judgements, RunData, cited, grade_of, pages, passages_of,
+                                 score_runs, turn_keys)
 
 EXCERPT = 220  # characters of a passage shown before its <details> opens
-
-
-def page_file(page: str) -> str:
-    """The file of a conversation's page, relative to the viewer's folder."""
-    return "c/" + re.sub(r"[^A-Za-z0-9_.-]", "_", page) + ".html"
-
-
-def turn_url(key: str) -> str:
-    """A turn's address in the viewer, relative to its folder (``c/9-1.html#t3``)."""
-    return f"{page_file(page_of(key))}#t{turn_number(key)}"
 
 
 def script_json(data: Any) -> str:
