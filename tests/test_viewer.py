@@ -268,11 +268,18 @@ def interactive(tmp_path_factory) -> tuple[Path, Path]:
             for r in entry["responses"]]
     assessed = folder / f"{entry['runtag']}.jsonl"
     assessed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    from ikatkit.evaluate.assessments import read_assessments, read_forms
+    from ikatkit.evaluate.dialogue_judge import judged_records
+
+    units = read_assessments([NIST], read_forms([RELEASED / "guidelines"]))
+    judge = folder / "judge.jsonl"  # a judge that rates every dimension 2 but personalization 3
+    judge.write_text("".join(json.dumps(r) + "\n" for r in judged_records(
+        units, [{q: 3 if q == "personalization" else 2 for q in u.values} for u in units], "test-judge")))
     out = folder / "view"
     code, _, err = _cli(["view", *(str(p) for p in sorted((RELEASED / "interactive-runs").glob("*.jsonl"))),
                          str(assessed), "--out", str(out), "--rubrics", str(RELEASED / "rubrics.json"),
                          "--topics", str(RELEASED / "2025_test_topics.json"), "--assessments", str(NIST),
-                         "--forms", str(RELEASED / "guidelines")])
+                         "--forms", str(RELEASED / "guidelines"), "--judged", str(judge)])
     assert code == 0, err
     return out, assessed
 
@@ -314,6 +321,9 @@ def test_interactive_runs_rubrics_scores_and_nist_labels(interactive):
     section = page.split('data-run="' + assessed.stem)[0]
     assert "the dialogue&#39;s assessment" in page or "the dialogue's assessment" in page
     assert "Purely Reactive" in page and "Incorrectly Personalized" in page
+    # NIST's label, its value on the form (Incorrectly Personalized: 2 of 5) and the judge's value
+    assert re.search(r"<td>personalization</td><td class=text>Incorrectly Personalized</td><td class=n>2</td>"
+                     r"<td class=n>3</td>", page)
     turn1 = page.split('id="t1"')[1].split("</section>")[0].split(f'data-run="{assessed.stem}"')[1]
     assert "Functional Tool" in turn1 and "ikat-fragment-v1, turns 1" in turn1
     assert section

@@ -40,7 +40,7 @@ class Judgements:
     rubrics: dict[str, list[Any]] | None = None
     assessments: list[Any] = field(default_factory=list)
     judged: list[dict[str, int | None]] = field(default_factory=list)  # a judge's values, aligned to assessments
-    judge: str = ""
+    judge: str = ""  # the judge's label file
     measures: list[str] = field(default_factory=lambda: list(MEASURES))
 
 

@@ -73,7 +73,7 @@ def write_viewer(runs: list[RunData], judgements: Judgements, out: Path) -> Path
                    "previous": page_file(all_pages[i - 1])[2:] if i else None,
                    "next": page_file(all_pages[i + 1])[2:] if i + 1 < len(all_pages) else None,
                    "ptkb": _ptkb(judgements, page), "farewells": [r.farewells.get(page) for r in runs],
-                   "dialogue_labels": _labels(runs, judgements, page, None), "judge": bool(judgements.judged),
+                   "dialogue_labels": _labels(runs, judgements, page, None), "judge": judgements.judge,
                    "rest": script_json({t["key"] + "|" + str(j): column["rest"] for t in turns
                                         for j, column in enumerate(t["columns"]) if column["rest"]})}
         write_text(out / page_file(page), env.get_template("conversation.html").render(**context))
