@@ -452,3 +452,21 @@ def test_2026_users_and_ikatkit_notes(tmp_path):
     assert "BM25 and a small LLM" in index
     assert "response cut at a sentence boundary to the API's 250 tokens \u00d71" in index
     assert re.search(r"<td>u1</td>.*<td>u2</td>", index, re.S)
+
+
+def test_bad_inputs_are_one_clear_error(tmp_path, capsys):
+    """A missing run, assessments without their forms, a judge without assessments, --out a file: one line each."""
+    from ikatkit.cli import main
+
+    run = Path(__file__).parent / "data" / "organizers_2023" / "sample_run.json"
+    (tmp_path / "file").write_text("")
+    cases = {("view", str(tmp_path / "nothing.json"), "--out", str(tmp_path / "v")): "run file not found",
+             ("view", str(run), "--out", str(tmp_path / "v"), "--assessments", str(NIST)): "need the assessors' forms",
+             ("view", str(run), "--out", str(tmp_path / "v"), "--judged", str(NIST)): "pass --assessments too",
+             ("view", str(run), "--out", str(tmp_path / "file")): "--out is a file",
+             ("view", str(run), "--out", str(tmp_path / "v"), "--measures", "nDCG@x"): "unknown measure"}
+    for args, message in cases.items():
+        assert main(list(args)) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
+    assert not (tmp_path / "v").exists()

@@ -16,6 +16,8 @@ def build_viewer(runs: Sequence[str], out: Path, *, topics: str | None = None, q
                  assessments: Sequence[str] | None = None, forms: Sequence[str] | None = None,
                  judged: str | None = None) -> Path:
     """The viewer of ``runs`` (paths, ``NAME=PATH`` names one) in ``out``; returns its ``index.html``."""
+    if out.exists() and not out.is_dir():
+        raise IkatError("--out is a file, not a folder", path=out, fix="name a folder for the viewer's pages")
     from ikatkit.evaluate.qrels import load_qrels
     from ikatkit.runs.io import named_path
     from ikatkit.topics import load_topics
