@@ -69,7 +69,7 @@ def write_viewer(runs: list[RunData], judgements: Judgements, out: Path) -> Path
         differ += [{"key": t["key"], "url": turn_url(t["key"]), "delta": t["delta"], "measure": t["delta_measure"]}
                    for t in turns if t["delta"] is not None]
         context = {"page": page, "title": _title(judgements, page), "runs": runs, "turns": turns,
-                   "columns": columns, "measures": judgements.measures, "top": TOP,
+                   "excerpt": EXCERPT,
                    "previous": page_file(all_pages[i - 1])[2:] if i else None,
                    "next": page_file(all_pages[i + 1])[2:] if i + 1 < len(all_pages) else None,
                    "ptkb": _ptkb(judgements, page), "farewells": [r.farewells.get(page) for r in runs],
