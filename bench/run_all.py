@@ -1,7 +1,7 @@
 """Run every benchmark with settings sized for a 2-core machine; each prints its figures and its ratio
 against an anchor measured in the same run. Pass a benchmark's name to run only that one.
 
-    python bench/run_all.py [index|search|rerank|biencoder|llm|dense|responses|promise|partitions|interactive]
+    python bench/run_all.py [index|search|rerank|biencoder|llm|dense|responses|promise|partitions|interactive|viewer]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ BENCHMARKS = {
     "promise": ["bench_promise.py"],
     "partitions": ["bench_partitions.py", "--passages", "2000000", "--partitions", "8"],
     "interactive": ["bench_interactive.py", "--conversations", "3", "--configs", "bm25", "bm25-ce", "bm25-ce-tiny"],
+    "viewer": ["bench_viewer.py"],  # no anchor: sizes and times of the viewer (viewer.md)
 }
 
 

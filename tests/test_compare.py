@@ -115,11 +115,16 @@ def test_intervals_and_all_pairs(runs, data):
     assert pair["p"] == pytest.approx(raw) and pair["delta"] == pytest.approx(
         comparison.results["shuffled"].mean["nDCG@5"] - comparison.results["reversed"].mean["nDCG@5"])
     assert [p["p_adjusted"] for p in comparison.pairs] == pytest.approx(correct([p["p"] for p in comparison.pairs]))
-    table = comparison.to_markdown()
-    assert "nDCG@5 95% CI" in table and "nDCG@5 p (holm)" in table and "All pairs:" in table
-    baseline_row = table.splitlines()[2].split(" | ")
-    assert baseline_row[0] == "| reference" and baseline_row[3:5] == ["", ""]  # no delta, no p against itself
-    assert f"{row['delta']:+.4f}" in table
+    table = comparison.to_markdown(full=True)
+    lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
+             if line.startswith("|")]
+    assert lines[0] == ["run", "nDCG@5", "P(rel=2)@20", "judged@10"] and "All pairs:" in table  # the compact table
+    mark = "\u2021" if row["p_adjusted"] < 0.01 else "\u2020" if row["p_adjusted"] < 0.05 else ""
+    assert lines[2][:2] == ["reference", f"{comparison.results['reference'].mean['nDCG@5']:.4f}"]  # no mark
+    assert next(line for line in lines if line[0] == "shuffled")[1] == f"{row['mean']:.4f}{mark}"
+    long = {(line[0], line[1]): line for line in lines if len(line) == 8}  # one row per run and measure
+    assert long[("reference", "nDCG@5")][4:6] == ["", ""]  # no delta, no p against itself
+    assert long[("shuffled", "nDCG@5")][4] == f"{row['delta']:+.4f}"
 
 
 def test_tests_and_corrections():
@@ -158,6 +163,21 @@ def test_judged_fractions_are_ir_measures_judged_as_we_counted_them(runs, data):
                    if q in qrels and docs}
             counted = sum(sum(pid in qrels[q] for pid, _ in t) / len(t) for q, t in top.items()) / len(top)
             assert value == pytest.approx(counted, abs=1e-12)
+
+
+def test_equal_runs_both_show_in_the_per_turn_plot(runs, data, tmp_path):
+    """Two runs of equal values: the second run's line and markers do not hide the first's (offset, another
+    shape): each run's colour covers about as many pixels of the per-turn-position plot as the other's."""
+    import matplotlib.image
+    import numpy as np
+
+    files = write_comparison(compare_runs({"first": runs["reference"], "second": runs["reference"]}, data.qrels,
+                                          measures=["nDCG@5"]), tmp_path / "cmp")
+    image = matplotlib.image.imread(next(p for p in files["plots"] if p.name == "nDCG_5_per_turn.png"))[..., :3]
+    colours = {"first": (0x1f, 0x77, 0xb4), "second": (0xff, 0x7f, 0x0e)}  # matplotlib's C0 and C1
+    pixels = {name: int((np.abs(image - np.array(rgb) / 255).max(axis=2) < 0.05).sum())
+              for name, rgb in colours.items()}
+    assert pixels["first"] > 0.5 * pixels["second"] > 50, pixels
 
 
 def test_plots_and_report(runs, data, tmp_path):
@@ -210,7 +230,8 @@ def test_compare_and_report_commands_with_ptkb(runs, data, tmp_path, capsys):
             "ptkb_nDCG_5_per_conversation.png"} <= names
     assert main(["report", *common, "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 2 * 6 + 2 * 4 and page.count("<table>") == 3
+    # the runs; per comparison the compact table and one row per run and measure
+    assert page.count("data:image/png;base64,") == 2 * 6 + 2 * 4 and page.count("<table>") == 1 + 2 + 2
     assert "PTKB statement ranking" in page and "<td>automatic</td>" in page
     assert main(["compare", *common, "--baseline", "nobody"]) == 2
     assert "baseline 'nobody' is not among the runs" in capsys.readouterr().err

@@ -31,6 +31,8 @@ BASE_COMMANDS = (
      "--out", "cmp"),
     ("report", "gold=gold.json", "again=gold.jsonl", "--qrels", "{demo}/qrels.txt", "--topics", "{demo}/topics.json",
      "--out", "report"),
+    ("view", "gold=gold.json", "again=gold.jsonl", "--qrels", "{demo}/qrels.txt", "--topics", "{demo}/topics.json",
+     "--out", "view"),
 )
 # Runs the commands in one interpreter: each one's exit code and output, then the heavy packages it imported.
 RUN_COMMANDS = """

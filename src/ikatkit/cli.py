@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from ikatkit import __version__
 from ikatkit.commands import (configs, context, dialogues, evaluate, finetune, index, interactive, matcher, partition,
-                              persona, ptkb_classifier, robustness, run, runs, search, simulate, stages, topics)
+                              persona, ptkb_classifier, robustness, run, runs, search, simulate, stages, topics,
+                              view)
 from ikatkit.errors import IkatError
 from ikatkit.extras import as_error
 from ikatkit.stopping import Stopped, handling_stops, received, resume_command
@@ -91,6 +92,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     dialogues.add,
     robustness.add,
     configs.add,
+    view.add,
 ]
 
 if __name__ == "__main__":

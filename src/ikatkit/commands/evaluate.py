@@ -354,6 +354,10 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--all-pairs", action="store_true",
                        help="also test every pair of runs (corrected over all pairs and measures)")
         p.add_argument("--out", required=name == "report", help="folder for tables, plots (and the report)")
+        if name == "report":
+            p.add_argument("--viewer", help="the folder of `ikatkit view` of these runs: the plots' turn positions "
+                                            "and conversations link to their turns there (default: OUT/viewer when "
+                                            "it holds one)")
         _add_response_inputs(p)
         p.set_defaults(func=_run_compare, report=name == "report")
 
@@ -389,7 +393,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     qrels = args.qrels if args.qrels and (ranking_measures or not response_measures) else None
     if args.report:
         path = write_report(runs, qrels, Path(args.out), ptkb_qrels=args.ptkb_qrels, topics=topics,
-                            responses=responses, **options)
+                            responses=responses, viewer=Path(args.viewer) if args.viewer else None, **options)
         print(f"report: {path}")
         return 0
     titles = {"": "", "ptkb_": "PTKB statement ranking\n", "responses_": "Responses\n"}

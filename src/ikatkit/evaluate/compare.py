@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,43 +75,59 @@ class Comparison:
     def _row(self, name: str, measure: str) -> dict[str, Any]:
         return next(r for r in self.rows if r["run"] == name and r["measure"] == measure)
 
-    def table(self) -> list[list[str]]:
-        """Per measure: mean (``*`` significant) with wins/ties/losses, 95% interval, delta and corrected p."""
-        header = ["run"]
-        for measure in self.measures:
-            header += [measure, f"{measure} 95% CI", f"{measure} delta", f"{measure} p ({self.correction})"]
-        depths = JUDGED_DEPTHS if self.judged else ()
-        lines = [header + [f"judged@{k}" for k in depths]]
+    def compact(self) -> list[list[str]]:
+        """Runs x the measures compared (``--measures``): each mean with its mark against the baseline
+        (:func:`significance_mark`) and, with judged fractions, the runs' judged@10."""
+        measures = self.measures
+        judged = 10 in JUDGED_DEPTHS and bool(self.judged)
+        lines = [["run", *measures, *(["judged@10"] if judged else [])]]
         for name in self.results:
-            cells = [name]
-            for measure in self.measures:
-                row = self._row(name, measure)
-                base = name == self.baseline
-                mark = "*" if not base and not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
-                extra = "" if base else f" ({row['wins']}/{row['ties']}/{row['losses']})"
-                cells += [f"{row['mean']:.4f}{mark}{extra}", format_interval(row["ci_low"], row["ci_high"]),
-                          "" if base else f"{row['delta']:+.4f}", "" if base else format_p(row["p_adjusted"])]
-            cells += [f"{self.judged[name][k]:.3f}" for k in depths]
-            lines.append(cells)
+            marks = [significance_mark(self._row(name, m)["p_adjusted"]) if name != self.baseline else ""
+                     for m in measures]
+            lines.append([name,
+                          *(f"{self._row(name, m)['mean']:.4f}{mark}" for m, mark in zip(measures, marks)),
+                          *([f"{self.judged[name][10]:.3f}"] if judged else [])])
         return lines
+
+    def long_table(self) -> list[list[str]]:
+        """One row per measure and run: mean, interval, and against the baseline delta, corrected p,
+        wins/ties/losses and the turns they are over."""
+        rows = [["run", "measure", "mean", "95% CI", "delta", f"p ({self.correction})", "wins/ties/losses",
+                 "turns"]]
+        for measure in self.measures:
+            for row in (r for r in self.rows if r["measure"] == measure):
+                base = row["run"] == self.baseline
+                rows.append([row["run"], measure, f"{row['mean']:.4f}", format_interval(row["ci_low"], row["ci_high"]),
+                             "" if base else f"{row['delta']:+.4f}", "" if base else format_p(row["p_adjusted"]),
+                             "" if base else f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"])])
+        return rows
+
+    def judged_table(self) -> list[list[str]]:
+        """Each run's judged@k at every depth."""
+        return [["run", *(f"judged@{k}" for k in JUDGED_DEPTHS)],
+                *([name, *(f"{self.judged[name][k]:.3f}" for k in JUDGED_DEPTHS)] for name in self.judged)]
 
     def pairs_table(self) -> list[list[str]]:
         """All pairs: per measure, the delta (second minus first run), wins/ties/losses and corrected p."""
         lines = [["run A", "run B", "measure", "delta (B - A)", "wins/ties/losses of B", "turns",
                   f"p ({self.correction})"]]
         for row in self.pairs:
-            mark = "*" if not math.isnan(row["p_adjusted"]) and row["p_adjusted"] < 0.05 else ""
-            lines.append([row["run_a"], row["run_b"], row["measure"], f"{row['delta']:+.4f}{mark}",
+            lines.append([row["run_a"], row["run_b"], row["measure"],
+                          f"{row['delta']:+.4f}{significance_mark(row['p_adjusted'])}",
                           f"{row['wins']}/{row['ties']}/{row['losses']}", str(row["turns"]),
                           format_p(row["p_adjusted"])])
         return lines
 
+    def legend(self) -> str:
+        """What the compact table's marks mean."""
+        return (f"{MARKS[0][1]} p < {MARKS[0][0]}, {MARKS[1][1]} p < {MARKS[1][0]} against {self.baseline} "
+                f"({self.test}, {self.correction} correction over all tests of the table)"
+                + ("; judged@10: share of a run's top 10 that is judged (ir-measures Judged@10) over the judged "
+                   "turns it ranks." if self.judged else "."))
+
     def note(self) -> str:
-        return (f"`*` p < 0.05 against {self.baseline} ({self.test}, {self.correction} correction over all tests "
-                "of the table); (wins/ties/losses) per judged turn; 95% CI: Student-t interval of the mean"
-                + ("; judged@k: share of the top k judged (ir-measures Judged@k) over the judged turns each run "
-                   "ranks." if self.judged else ".")
-                + " " + self.turns_note())
+        """The legend and which turns the figures are about."""
+        return self.legend() + " " + self.turns_note()
 
     def turns_note(self) -> str:
         """Which turns every figure is about (the ``--missing`` rule) and how many turns each run ranks."""
@@ -128,8 +145,15 @@ class Comparison:
             text += " Not in this table: " + "; ".join(f"{n}: {why}" for n, why in self.left_out.items()) + "."
         return text
 
-    def to_markdown(self) -> str:
-        text = [_markdown(self.table()), "", self.note()]
+    def to_markdown(self, full: bool = False) -> str:
+        """The compact table and its note (what ``compare`` prints); ``full`` adds every figure per run and
+        measure (interval, delta, p, wins/ties/losses) and judged@k (what comparison.md holds)."""
+        text = [_markdown(self.compact()), "", self.note()]
+        if full:
+            text += ["", "Per run and measure (95% CI: Student-t interval of the mean; wins/ties/losses per turn):", "",
+                     _markdown(self.long_table())]
+            if self.judged:
+                text += ["", _markdown(self.judged_table())]
         if self.pairs:
             text += ["", "All pairs:", "", _markdown(self.pairs_table())]
         return "\n".join(text)
@@ -149,11 +173,28 @@ class Comparison:
         return out.getvalue()
 
     def to_latex(self) -> str:
-        rows = self.table()
-        body = [" & ".join(c.replace("_", r"\_").replace("%", r"\%").replace("<", "$<$") for c in r) + r" \\"
-                for r in rows]
-        return "\n".join([r"\begin{tabular}{l" + "r" * (len(rows[0]) - 1) + "}", r"\toprule", body[0], r"\midrule",
-                          *body[1:], r"\bottomrule", r"\end{tabular}"]) + "\n"
+        """The compact table as a booktabs tabular, its legend as a comment above it."""
+        rows = self.compact()
+        body = [" & ".join(_latex(c) for c in r) + r" \\" for r in rows]
+        return "\n".join([f"% {self.legend()}", r"\begin{tabular}{l" + "r" * (len(rows[0]) - 1) + "}", r"\toprule",
+                          body[0], r"\midrule", *body[1:], r"\bottomrule", r"\end{tabular}"]) + "\n"
+
+
+MARKS = ((0.05, "\u2020"), (0.01, "\u2021"))  # dagger: corrected p < 0.05; double dagger: p < 0.01
+
+
+def significance_mark(p: float) -> str:
+    """The compact table's mark of a corrected p-value: a double dagger below 0.01, a dagger below 0.05."""
+    if math.isnan(p):
+        return ""
+    return MARKS[1][1] if p < MARKS[1][0] else MARKS[0][1] if p < MARKS[0][0] else ""
+
+
+def _latex(cell: str) -> str:
+    """A table cell in LaTeX: special characters escaped, the marks as math daggers."""
+    cell = re.sub(r"[\\&%$#_{}]", lambda m: r"\textbackslash{}" if m.group() == "\\" else "\\" + m.group(), cell)
+    return (cell.replace("<", "$<$").replace(MARKS[1][1], r"$^{\ddagger}$")
+            .replace(MARKS[0][1], r"$^{\dagger}$"))
 
 
 def format_interval(low: float, high: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -42,6 +43,9 @@ def by_conversation(result: EvalResult, measure: str) -> dict[str, float]:
 SECTIONS = {"": "Passage ranking", "ptkb_": "PTKB statement ranking", "responses_": "Responses"}
 KINDS = {"per_turn": "per turn position", "per_conversation": "per conversation"}
 MIN_LINE_TURNS = 3  # a turn position with fewer judged turns is a hollow point, off the line
+MARKERS = "osD^v<>p"  # one marker shape per run; runs' points are also set apart sideways (equal values stay visible)
+SPREAD = 0.24  # the turn-position plot's sideways room for the runs' points, in turn positions
+Area = tuple[str, tuple[float, float, float, float]]  # what a part of a plot stands for, its box in image fractions
 
 
 def plot_caption(measure: str, kind: str, prefix: str = "") -> str:
@@ -54,10 +58,13 @@ def natural_key(name: str) -> list[int | str]:
     return [int(part) if part.isdigit() else part for part in name.replace("-", " ").split()]
 
 
-def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, prefix: str = "") -> list[Path]:
+def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, prefix: str = "",
+                    areas: dict[Path, list[Area]] | None = None) -> list[Path]:
     """Two PNGs: ``measure`` per turn position (lines, broken where a run has no point; positions with fewer than
-    ``MIN_LINE_TURNS`` judged turns hollow and off the line) and per conversation (grouped bars); file names start
-    with ``prefix``, titles are :func:`plot_caption`'s."""
+    ``MIN_LINE_TURNS`` judged turns hollow and off the line; each run its marker shape and a small sideways offset,
+    so equal values of two runs show both) and per conversation (grouped bars); file names start with ``prefix``,
+    titles are :func:`plot_caption`'s. ``areas`` receives, per PNG, the box of each turn position (``"3"``) and of
+    each conversation's bar group (``"9-1"``), for links over the image."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
@@ -68,13 +75,15 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
                 counts.setdefault(turn, set()).add(qid)
     positions = list(range(min(counts), max(counts) + 1)) if counts else []  # a position without turns: a gap
     counts = {t: counts.get(t, set()) for t in positions}
-    for name, result in results.items():
+    for i, (name, result) in enumerate(results.items()):
         series = by_position(result, measure)
+        shift = (i - (len(results) - 1) / 2) * SPREAD / max(len(results) - 1, 1)
+        marker = MARKERS[i % len(MARKERS)]
         solid = [series.get(t, math.nan) if len(counts[t]) >= MIN_LINE_TURNS else math.nan for t in positions]
-        line, = ax.plot(positions, solid, marker="o", label=name)  # nan: no point, and the line breaks there
+        line, = ax.plot([t + shift for t in positions], solid, marker=marker, label=name)  # nan: the line breaks
         few = [t for t in positions if t in series and len(counts[t]) < MIN_LINE_TURNS]
-        ax.plot(few, [series[t] for t in few], marker="o", linestyle="none", markerfacecolor="none",
-                color=line.get_color())
+        ax.plot([t + shift for t in few], [series[t] for t in few], marker=marker, linestyle="none",
+                markerfacecolor="none", color=line.get_color())
     ax.set_xticks(positions, [f"{t}\n{len(counts[t]) or '-'}" for t in positions], fontsize=8)
     ax.set(xlabel=f"turn position in the conversation; below it: judged turns averaged (hollow: fewer than "
                   f"{MIN_LINE_TURNS}, not joined)", ylabel=measure, title=plot_caption(measure, "per_turn", prefix))
@@ -83,6 +92,8 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
     fig.tight_layout()
     paths.append(out / f"{prefix}{_safe(measure)}_per_turn.png")
     fig.savefig(paths[-1])
+    if areas is not None:
+        areas[paths[-1]] = [(str(t), _box(fig, ax, t - 0.5, t + 0.5)) for t in positions]
     plt.close(fig)
     conversations = sorted({c for r in results.values() for c in by_conversation(r, measure)}, key=natural_key)
     fig, ax = plt.subplots(figsize=(max(8, len(conversations) * 0.45), 4.5), dpi=120)
@@ -99,8 +110,20 @@ def plot_breakdowns(results: dict[str, EvalResult], measure: str, out: Path, pre
     fig.tight_layout()
     paths.append(out / f"{prefix}{_safe(measure)}_per_conversation.png")
     fig.savefig(paths[-1])
+    if areas is not None:
+        areas[paths[-1]] = [(c, _box(fig, ax, x - width / 2, x + width * (len(results) - 0.5)))
+                            for x, c in enumerate(conversations)]
     plt.close(fig)
     return paths
+
+
+def _box(fig: Any, ax: Any, x0: float, x1: float) -> tuple[float, float, float, float]:
+    """The box over the axes between data x0 and x1, full height, as (left, top, width, height) fractions of
+    the saved image (the same at any displayed size)."""
+    bottom, top = ax.get_position().y0, ax.get_position().y1
+    to_figure = ax.transData + fig.transFigure.inverted()
+    left, right = to_figure.transform((x0, 0))[0], to_figure.transform((x1, 0))[0]
+    return left, 1 - top, right - left, top - bottom
 
 
 def _safe(measure: str) -> str:
