@@ -181,7 +181,8 @@ def test_full_run_validated_and_read(demo_topics, demo_index, config, token, tmp
     assert report.ok, str(report)
     run = read_run(outcome.dump_file)
     assert [t.turn_id for t in run.turns] == demo_topics.qids
-    first = json.loads((tmp_path / "out" / "turns" / f"{demo_topics.qids[0]}.json").read_text())
+    first = json.loads((tmp_path / "out" / "turns" / f"user-{demo_topics.conversations[0].id}" /
+                        f"{demo_topics.qids[0]}.json").read_text())
     assert run.turns[0].responses[0].text == first["sent"]["response"] == first["record"]["response"]
     assert [p.id for p in run.turns[0].responses[0].passages] == [p for p, _ in first["record"]["ranking"]]
     trec = (tmp_path / "out" / "full.trec").read_text().splitlines()
@@ -213,12 +214,12 @@ def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, co
         out = tmp_path / "killed"
         process = subprocess.Popen(_cli(config, url, "killed", out, demo_index), env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while len(list((out / "turns").glob("*.json"))) < 4:
+        while len(list((out / "turns").glob("*/*.json"))) < 4:
             assert process.poll() is None, "the run ended before it could be killed"
             time.sleep(0.01)
         process.send_signal(signal.SIGKILL)
         process.wait()
-        computed = [json.loads(p.read_text()) for p in (out / "turns").glob("*.json")]
+        computed = [json.loads(p.read_text()) for p in (out / "turns").glob("*/*.json")]
         before = sum("sent" in t for t in computed)
         assert before < 12
         resumed = run_interactive(config, url, "killed", out, index=demo_index, progress=False)
@@ -244,7 +245,7 @@ def test_resume_after_a_model_changed_is_refused(demo_topics, demo_index, token,
         assert run_interactive(config, url, "model", tmp_path / "out", index=demo_index,
                                progress=False).already_complete
         (model / "weights.bin").write_bytes(b"second")
-        with pytest.raises(IkatError, match="another config fingerprint"):
+        with pytest.raises(IkatError, match="holds turns of another resource encoder"):
             run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False)
 
 
@@ -467,6 +468,6 @@ def test_track_persona_runs_the_stage_before_the_ptkb_stages(demo_topics, demo_i
                                   track_persona=True)
     assert outcome.turns == 12
     assert "track_persona" in json.loads(outcome.manifest_file.read_text())["seconds_per_stage"]
-    users = {json.loads(p.read_text())["user_id"] for p in (tmp_path / "out" / "turns").glob("*.json")}
+    users = {json.loads(p.read_text())["user_id"] for p in (tmp_path / "out" / "turns").glob("*/*.json")}
     store = json.loads((tmp_path / "out" / "persona" / "persona.json").read_text())
     assert users and "" not in users and set(store["users"]) == users  # kept per simulated user, under --out
