@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -39,9 +40,11 @@ CONFIG = BM25_EXTRACTIVE.replace('task = "extractive"', 'task = "extractive"\npa
 
 
 @contextmanager
-def serve(sim: Simulator, port: int = 0) -> Iterator[str]:
-    """The simulator's app on 127.0.0.1 in a thread; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=port, log_level="error"))
+def serve(sim: Simulator, port: int = 0, wrap: Callable[[Any], Any] | None = None) -> Iterator[str]:
+    """The simulator's app (wrapped by ``wrap``, an ASGI middleware) on 127.0.0.1 in a thread; yields its base URL."""
+    app = create_app(sim)
+    server = uvicorn.Server(uvicorn.Config(wrap(app) if wrap else app, host="127.0.0.1", port=port,
+                                           log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

@@ -13,7 +13,7 @@ from ikatkit.runs.tokens import InteractiveRules, fit_response
 from ikatkit.session import RunSession
 from ikatkit.topics import Topics
 
-PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb", "expand_ptkb")
+PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb")
 GOLD_STAGES = {"manual_query": "the manual rewrite (resolved_utterance)", "gold_ptkb": "the gold PTKB"}
 
 
