@@ -208,27 +208,43 @@ def _cli(config: Path, url: str, run_id: str, out: Path, index: Path) -> list[st
             "--out", str(out), "--index", str(index)]
 
 
-def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, config, token, tmp_path):
-    """SIGKILL a subprocess run mid-way, rerun it (here in-process): the dump is an uninterrupted run's."""
-    sim = sim_of(demo_topics)
+@pytest.mark.parametrize("edition", [2025, 2026])
+def test_kill_and_resume_equals_an_uninterrupted_run(edition, demo_topics, demo_index, config, token, tmp_path,
+                                                     capsys):
+    """SIGKILL a subprocess run mid-way (its process group, as a terminal would), rerun it (here in-process): the
+    dump is an uninterrupted run's. 2026: a server that sends user_meta and plays each topic with two users."""
+    from api2026 import As2026, several_users
+
+    def server() -> tuple[Simulator, Callable[[Any], Any] | None]:
+        if edition == 2025:
+            return sim_of(demo_topics), None
+        sim = Simulator(several_users(demo_topics, ["u1", "u2"]), {TOKEN: "team-a"})
+        return sim, lambda app: As2026(app, sim, demo_topics)
+
+    answers, sessions = 12 * (edition - 2024), 2 * (edition - 2024)
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    with serve(sim) as url:
+    sim, wrap = server()
+    with serve(sim, wrap=wrap) as url:
         whole = run_interactive(config, url, "whole", tmp_path / "whole", index=demo_index, progress=False)
         out = tmp_path / "killed"
-        process = subprocess.Popen(_cli(config, url, "killed", out, demo_index), env=env,
+        process = subprocess.Popen(_cli(config, url, "killed", out, demo_index), env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while len(list((out / "turns").glob("*/*.json"))) < 4:
+        while len(list((out / "turns").glob("*/*.json"))) < answers // 3:
             assert process.poll() is None, "the run ended before it could be killed"
             time.sleep(0.01)
-        process.send_signal(signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         computed = [json.loads(p.read_text()) for p in (out / "turns").glob("*/*.json")]
         before = sum("sent" in t for t in computed)
-        assert before < 12
-        resumed = run_interactive(config, url, "killed", out, index=demo_index, progress=False)
-        assert resumed.computed_now == 12 - before  # no turn computed before the kill is computed again
+        assert before < answers
+        capsys.readouterr()
+        resumed = run_interactive(config, url, "killed", out, index=demo_index)
+        assert resumed.computed_now == answers - before  # no turn computed before the kill is computed again
+    assert f"resuming run killed: {before} turns kept" in capsys.readouterr().err  # said at start
     assert answered(read_dump(out / "killed.jsonl")) == answered(read_dump(whole.dump_file))
-    assert len(read_dump(out / "killed.jsonl")) == 14  # every utterance answered once, and two farewells
+    assert len(read_dump(out / "killed.jsonl")) == answers + sessions  # every utterance answered once, farewells
+    users = {(r["metadata"].get("user_id"), r["metadata"]["topic_id"]) for r in read_dump(out / "killed.jsonl")}
+    assert len(users) == answers + sessions  # every (user, topic, turn) once: no session lost or overwritten
 
 
 # ---------------------------------------------------------------- errors, each one line with its fix
