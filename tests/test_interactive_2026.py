@@ -13,9 +13,9 @@ import pytest
 from api2026 import As2026, several_users
 from ikatkit.interactive.client import has_pair, status_pairs
 from ikatkit.interactive.driver import run_interactive
-from ikatkit.session import read_manifest
-from ikatkit.session.manifest import NO_PASSAGES
-from ikatkit.session.store import safe_name
+from ikatkit.pipelines.session import read_manifest
+from ikatkit.pipelines.session.manifest import NO_PASSAGES
+from ikatkit.pipelines.session.store import safe_name
 from ikatkit.simulate.server import Simulator
 from ikatkit.topics import load_topics, parse_topics
 from test_interactive import CONFIG, TOKEN, read_dump, serve, sim_of, token  # noqa: F401 - token is a fixture

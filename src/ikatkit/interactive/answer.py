@@ -10,7 +10,7 @@ from ikatkit.pipelines.config import RunConfig, with_stages
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.runs.model import strictly_decreasing
 from ikatkit.runs.tokens import InteractiveRules, fit_response
-from ikatkit.session import RunSession
+from ikatkit.pipelines.session import RunSession
 from ikatkit.topics import Topics
 
 PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb")

@@ -1,6 +1,6 @@
 """Take part in an interactive run: each user message becomes a one-turn record that the config's stages answer.
 
-The run folder is a :class:`~ikatkit.session.RunSession`'s (lock, cache, preflight, fingerprint, the turn store,
+The run folder is a :class:`~ikatkit.pipelines.session.RunSession`'s (lock, cache, preflight, fingerprint, the turn store,
 the TREC run, the manifest); this driver feeds it the API's messages. Per message: a :class:`TurnRecord` from the
 message's history, topic and user ids, and the user's PTKB (the message's ``user_meta.ptkb`` in 2026, else the
 conversation's of ``--topics``); the stages; the response cut at a sentence boundary to the rules' tokens; the
@@ -30,9 +30,9 @@ from ikatkit.interactive.state import RunState
 from ikatkit.pipelines.config import RunConfig, load_config
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.runs.tokens import InteractiveRules, interactive_rules
-from ikatkit.session import Outcome, RunSession, to_run
-from ikatkit.session.manifest import percentiles
-from ikatkit.session.store import turn_unit
+from ikatkit.pipelines.session import Outcome, RunSession, to_run
+from ikatkit.pipelines.session.manifest import percentiles
+from ikatkit.pipelines.session.store import turn_unit
 from ikatkit.topics import Topics, load_topics
 
 class InteractiveRun:

@@ -1,5 +1,5 @@
 """What an interactive run keeps under ``--out`` to resume: ``state.json``; the turns are the session's record
-store (``turns/<user>/<topic>_<n>.json``, :mod:`ikatkit.session.store`).
+store (``turns/<user>/<topic>_<n>.json``, :mod:`ikatkit.pipelines.session.store`).
 
 ``state.json`` names the run (id, API, debug or not, the edition's rules in force), whether ``/run/start`` was sent
 and answered, the message being answered (written before each request), and the order of the turns as the server

@@ -1,10 +1,10 @@
 """Run a configured pipeline over topics: batched, checkpointed per batch of turns, resumable.
 
 Batches are fixed chunks of the topics' turns in order, and a batch's records are written as one
-atomic checkpoint file (a unit of the session's record store, :mod:`ikatkit.session.store`), so a run killed at
+atomic checkpoint file (a unit of the session's record store, :mod:`ikatkit.pipelines.session.store`), so a run killed at
 any point and restarted redoes only unfinished batches, with the same batch composition, and writes
 byte-identical run files. The run folder (lock, cache scope, preflight, fingerprint, the run files, validation and
-manifest) is the :class:`~ikatkit.session.RunSession`'s: the fingerprint (``checkpoints/fingerprint.json``) is
+manifest) is the :class:`~ikatkit.pipelines.session.RunSession`'s: the fingerprint (``checkpoints/fingerprint.json``) is
 checked before anything loads and again with the models' identities, and written just before the first batch.
 """
 
@@ -21,8 +21,8 @@ from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.queries import pin_query_files
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.runs.templates import SUFFIX as RUN_SUFFIX
-from ikatkit.session import Outcome, RunSession, to_run
-from ikatkit.session.store import batch_unit
+from ikatkit.pipelines.session import Outcome, RunSession, to_run
+from ikatkit.pipelines.session.store import batch_unit
 from ikatkit.topics import Topics, load_topics
 
 RunOutcome = Outcome  # the name of the Python API's result

@@ -50,7 +50,7 @@ def robustness(config: str | Path, topics: str | Path, qrels: str | Path | None,
                response_measures: Sequence[str] | None = RESPONSE_MEASURES, test: str = "ttest",
                correction: str = "holm") -> Path:
     """One run of ``config`` per profile under ``out/runs/PROFILE`` over ``out/topics/PROFILE.json`` (a
-    :class:`~ikatkit.session.RunSession` each: the first checks the config before anything loads), compared
+    :class:`~ikatkit.pipelines.session.RunSession` each: the first checks the config before anything loads), compared
     with the first profile's run in ``out/report.html`` (and the compare tables); ``response_measures`` None or
     empty leaves responses out. Runs resume from their checkpoints. Returns the report's path."""
     from ikatkit.evaluate.compare import compare_responses

@@ -15,7 +15,7 @@ from ikatkit.partition.memory import FEATURES, MemorySelector, RefineMemory
 from ikatkit.pipelines.config import RunConfig, load_config, with_stages
 from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.record import TurnRecord, records_for
-from ikatkit.session import RunSession
+from ikatkit.pipelines.session import RunSession
 from ikatkit.topics import load_topics
 
 
@@ -25,7 +25,7 @@ def train_refiner(config_path: str | Path, topics_path: str | Path, out: str | P
     """Run ``config``'s stages before ``refine_memory`` over the training turns that have a canonical response,
     the boosting loop with the config's ``respond`` stage (and any stage between them), fit the selector and
     save it to ``out``. ``cache_dir``: the cache root (:func:`ikatkit.paths.cache_at`). It runs in a
-    :class:`~ikatkit.session.RunSession` without writers (the config checked first, no run folder)."""
+    :class:`~ikatkit.pipelines.session.RunSession` without writers (the config checked first, no run folder)."""
     config = load_config(config_path)
     with RunSession(config, None, index=index, cache_dir=cache_dir) as session:
         return _train(session, config, topics_path, out, conversations, ridge)

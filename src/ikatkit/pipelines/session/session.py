@@ -4,9 +4,9 @@ A session is entered once per run (``with RunSession(config, out, ...) as sessio
 (:func:`~ikatkit.pipelines.preflight.preflight`: every model, extra, GPU option and server, in seconds, before
 anything loads), sets the cache root (:func:`~ikatkit.paths.cache_at`) and holds ``out/run.lock``
 (:func:`~ikatkit.lock.run_lock`). Inside it the session gives the run's fingerprint (:meth:`parts`, models
-included), its per-turn record store (:attr:`store`, :mod:`ikatkit.session.store`), the pipeline built once and
+included), its per-turn record store (:attr:`store`, :mod:`ikatkit.pipelines.session.store`), the pipeline built once and
 bound to ``out`` (:meth:`pipeline`), the records written as a run and its TREC view and validated
-(:meth:`write_run`), and the manifest of one schema (:mod:`ikatkit.session.manifest`). The drivers only feed
+(:meth:`write_run`), and the manifest of one schema (:mod:`ikatkit.pipelines.session.manifest`). The drivers only feed
 turns: ``run`` by topic batches (:mod:`ikatkit.pipelines.runner`), ``interactive`` by API messages
 (:mod:`ikatkit.interactive.driver`), ``robustness`` one session per profile, training a session without writers
 (``out`` None: no lock, no store).
@@ -29,8 +29,8 @@ from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.pipelines.registry import stages as registered_stages
 from ikatkit.runs.model import Run
-from ikatkit.session.manifest import NO_PASSAGES, common_part
-from ikatkit.session.store import TurnStore
+from ikatkit.pipelines.session.manifest import NO_PASSAGES, common_part
+from ikatkit.pipelines.session.store import TurnStore
 from ikatkit.topics import Topics
 
 
