@@ -18,7 +18,7 @@ from ikatkit.pipelines.session.manifest import NO_PASSAGES
 from ikatkit.pipelines.session.store import safe_name
 from ikatkit.simulate.server import Simulator
 from ikatkit.topics import load_topics, parse_topics
-from test_interactive import CONFIG, TOKEN, read_dump, serve, sim_of, token  # noqa: F401 - token is a fixture
+from test_interactive import CONFIG, TOKEN, read_dump, serve, sim_of
 
 # raw utterance -> the user's PTKB ranked by MiniLM (top 2) -> BM25 top 20 -> the top 2 passages and 2 statements
 PTKB_CONFIG = """
@@ -53,6 +53,11 @@ ptkb = 2
 """
 
 
+@pytest.fixture(autouse=True)
+def token(monkeypatch):
+    monkeypatch.setenv("IKAT_API_TOKEN", TOKEN)
+
+
 @pytest.fixture()
 def demo_topics(demo_dir):
     return load_topics(demo_dir / "topics.json")
@@ -79,7 +84,7 @@ def personalized(turns: list[dict], topics) -> int:
     return sent
 
 
-def test_2026_messages_personalize_and_cite_the_top_10(demo_topics, demo_index, ptkb_config, token, tmp_path):
+def test_2026_messages_personalize_and_cite_the_top_10(demo_topics, demo_index, ptkb_config, tmp_path):
     sim = sim_of(demo_topics)
     with serve(sim, wrap=lambda app: As2026(app, sim, demo_topics)) as url:
         outcome = run_interactive(ptkb_config, url, "r26", tmp_path / "out", index=demo_index, progress=False)
@@ -97,13 +102,13 @@ def test_2026_messages_personalize_and_cite_the_top_10(demo_topics, demo_index, 
     assert json.loads((tmp_path / "out" / "state.json").read_text())["rules"] == 2026
 
 
-def test_citations_above_the_rules_are_refused(demo_topics, demo_index, token, tmp_path):
+def test_citations_above_the_rules_are_refused(demo_topics, demo_index, tmp_path):
     with pytest.raises(Exception, match="--citations 11 is outside 1..10"):
         run_interactive(CONFIG, "http://127.0.0.1:9", "r", tmp_path / "a", k=11, rules=2026)
 
 
 def test_a_2025_server_with_topics_personalizes_without_them_says_so_once(demo_dir, demo_topics, demo_index,
-                                                                         ptkb_config, token, tmp_path, capsys):
+                                                                         ptkb_config, tmp_path, capsys):
     with serve(sim_of(demo_topics)) as url:
         given = run_interactive(ptkb_config, url, "with", tmp_path / "with", index=demo_index, progress=False,
                                 topics=demo_dir / "topics.json")
@@ -119,7 +124,7 @@ def test_a_2025_server_with_topics_personalizes_without_them_says_so_once(demo_d
     assert "user demo-" not in err and "user user-demo-1 topic demo-1 turn 1:" in err  # progress names the user
 
 
-def test_two_users_on_one_topic_keep_their_own_turns(demo_topics, demo_index, token, tmp_path):
+def test_two_users_on_one_topic_keep_their_own_turns(demo_topics, demo_index, tmp_path):
     """Two users play demo-1: each keeps its six turns and farewell (before, the second user's turn files
     overwrote the first's and its identical utterances reused the first's answers)."""
     one = demo_topics.subset([demo_topics.conversations[0].id])
@@ -141,7 +146,7 @@ def test_two_users_on_one_topic_keep_their_own_turns(demo_topics, demo_index, to
     assert {q for q, *_ in trec} == {f"demo-1_{n}@{u}" for u in ("alice", "bob") for n in range(1, 7)}
 
 
-def test_a_turn_that_retrieves_nothing_is_counted(demo_dir, demo_index, token, tmp_path):
+def test_a_turn_that_retrieves_nothing_is_counted(demo_dir, demo_index, tmp_path):
     data = json.loads((demo_dir / "topics.json").read_text())[:1]
     data[0]["turns"] = data[0]["turns"][:2]
     data[0]["turns"][1]["utterance"] = "No."  # a stop word alone: BM25 finds nothing
@@ -154,7 +159,7 @@ def test_a_turn_that_retrieves_nothing_is_counted(demo_dir, demo_index, token, t
     assert "WARNING: 1 of 2 turns have no passages" in outcome.summary()
 
 
-def test_one_reader_reads_both_manifests(demo_topics, demo_index, token, tmp_path):
+def test_one_reader_reads_both_manifests(demo_topics, demo_index, tmp_path):
     from ikatkit.pipelines import run_pipeline
 
     config = tmp_path / "c.toml"

@@ -1,16 +1,17 @@
 """Take part in an interactive run: each user message becomes a one-turn record that the config's stages answer.
 
-The run folder is a :class:`~ikatkit.pipelines.session.RunSession`'s (lock, cache, preflight, fingerprint, the turn store,
-the TREC run, the manifest); this driver feeds it the API's messages. Per message: a :class:`TurnRecord` from the
-message's history, topic and user ids, and the user's PTKB (the message's ``user_meta.ptkb`` in 2026, else the
-conversation's of ``--topics``); the stages; the response cut at a sentence boundary to the rules' tokens; the
-ranking's top ``k`` as citations (the rules' maximum: 2026 10, 2025 1000); in ``meta`` the PTKB statements used
-(``ptkb_provenance``, verbatim; those ``track_persona`` extracted also in ``ptkb_extracted``) and the passages
-the response was built from (``used_passages``). Turns are keyed by (user, topic, turn): several users may play
-one topic. Before each request the turn and the state are saved (:mod:`ikatkit.interactive.state`), so a rerun
-of the same command after a kill, a network failure or a server restart continues the server's open run from
-``/run/session`` and ``/run/status``: it never starts a second run, never answers one utterance twice, and does
-not recompute a turn it already computed. A completed run is reported, not restarted.
+The run folder is a :class:`~ikatkit.pipelines.session.RunSession`'s (lock, cache, preflight, fingerprint, the
+turn store, the TREC run, the manifest); this driver feeds it the API's messages, and
+:class:`~ikatkit.interactive.answer.Answerer` answers each: a one-turn record from the message's history, topic
+and user ids and the user's PTKB (the message's ``user_meta.ptkb`` in 2026, else the conversation's of
+``--topics``); the stages; the response cut at a sentence boundary to the rules' tokens; the ranking's top ``k``
+as citations (the rules' maximum: 2026 10, 2025 1000); in ``meta`` the PTKB statements used (``ptkb_provenance``,
+verbatim; those ``track_persona`` extracted also in ``ptkb_extracted``) and the passages the response was built
+from (``used_passages``). Turns are keyed by (user, topic, turn): several users may play one topic. Before each
+request the turn and the state are saved (:mod:`ikatkit.interactive.state`), so a rerun of the same command after a
+kill, a network failure or a server restart continues the server's open run from ``/run/session`` and
+``/run/status``: it never starts a second run, never answers one utterance twice, and does not recompute a turn it
+already computed. A completed run is reported, not restarted.
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ class InteractiveRun:
                "dump": {"file": dump_file.name, "source": source, "rows": len(rows), "matches_local": matches}}
         self.state.complete = True
         self._save()
-        p50 = own["seconds_per_turn_percentiles"]["p50"]  # type: ignore[index]  # percentiles' dict
+        p50 = own["seconds_per_turn_percentiles"]["p50"]
         head = f"run {self.run_id} was already complete" if already else f"run {self.run_id} complete"
         return self.session.finish(
             kind="interactive", run=run, records=records, files=(dump_file, trec_file), valid=valid, seconds=seconds,

@@ -1,8 +1,8 @@
 """Run a configured pipeline over topics: batched, checkpointed per batch of turns, resumable.
 
 Batches are fixed chunks of the topics' turns in order, and a batch's records are written as one
-atomic checkpoint file (a unit of the session's record store, :mod:`ikatkit.pipelines.session.store`), so a run killed at
-any point and restarted redoes only unfinished batches, with the same batch composition, and writes
+atomic checkpoint file (a unit of the session's record store, :mod:`ikatkit.pipelines.session.store`), so a run
+killed at any point and restarted redoes only unfinished batches, with the same batch composition, and writes
 byte-identical run files. The run folder (lock, cache scope, preflight, fingerprint, the run files, validation and
 manifest) is the :class:`~ikatkit.pipelines.session.RunSession`'s: the fingerprint (``checkpoints/fingerprint.json``) is
 checked before anything loads and again with the models' identities, and written just before the first batch.

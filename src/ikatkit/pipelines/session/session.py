@@ -4,8 +4,8 @@ A session is entered once per run (``with RunSession(config, out, ...) as sessio
 (:func:`~ikatkit.pipelines.preflight.preflight`: every model, extra, GPU option and server, in seconds, before
 anything loads), sets the cache root (:func:`~ikatkit.paths.cache_at`) and holds ``out/run.lock``
 (:func:`~ikatkit.lock.run_lock`). Inside it the session gives the run's fingerprint (:meth:`parts`, models
-included), its per-turn record store (:attr:`store`, :mod:`ikatkit.pipelines.session.store`), the pipeline built once and
-bound to ``out`` (:meth:`pipeline`), the records written as a run and its TREC view and validated
+included), its per-turn record store (:attr:`store`, :mod:`ikatkit.pipelines.session.store`), the pipeline built
+once and bound to ``out`` (:meth:`pipeline`), the records written as a run and its TREC view and validated
 (:meth:`write_run`), and the manifest of one schema (:mod:`ikatkit.pipelines.session.manifest`). The drivers only feed
 turns: ``run`` by topic batches (:mod:`ikatkit.pipelines.runner`), ``interactive`` by API messages
 (:mod:`ikatkit.interactive.driver`), ``robustness`` one session per profile, training a session without writers
