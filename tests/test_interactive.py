@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -39,9 +40,11 @@ CONFIG = BM25_EXTRACTIVE.replace('task = "extractive"', 'task = "extractive"\npa
 
 
 @contextmanager
-def serve(sim: Simulator, port: int = 0) -> Iterator[str]:
-    """The simulator's app on 127.0.0.1 in a thread; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=port, log_level="error"))
+def serve(sim: Simulator, port: int = 0, wrap: Callable[[Any], Any] | None = None) -> Iterator[str]:
+    """The simulator's app (wrapped by ``wrap``, an ASGI middleware) on 127.0.0.1 in a thread; yields its base URL."""
+    app = create_app(sim)
+    server = uvicorn.Server(uvicorn.Config(wrap(app) if wrap else app, host="127.0.0.1", port=port,
+                                           log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -181,7 +184,8 @@ def test_full_run_validated_and_read(demo_topics, demo_index, config, token, tmp
     assert report.ok, str(report)
     run = read_run(outcome.dump_file)
     assert [t.turn_id for t in run.turns] == demo_topics.qids
-    first = json.loads((tmp_path / "out" / "turns" / f"{demo_topics.qids[0]}.json").read_text())
+    first = json.loads((tmp_path / "out" / "turns" / f"user-{demo_topics.conversations[0].id}" /
+                        f"{demo_topics.qids[0]}.json").read_text())
     assert run.turns[0].responses[0].text == first["sent"]["response"] == first["record"]["response"]
     assert [p.id for p in run.turns[0].responses[0].passages] == [p for p, _ in first["record"]["ranking"]]
     trec = (tmp_path / "out" / "full.trec").read_text().splitlines()
@@ -204,27 +208,43 @@ def _cli(config: Path, url: str, run_id: str, out: Path, index: Path) -> list[st
             "--out", str(out), "--index", str(index)]
 
 
-def test_kill_and_resume_equals_an_uninterrupted_run(demo_topics, demo_index, config, token, tmp_path):
-    """SIGKILL a subprocess run mid-way, rerun it (here in-process): the dump is an uninterrupted run's."""
-    sim = sim_of(demo_topics)
+@pytest.mark.parametrize("edition", [2025, 2026])
+def test_kill_and_resume_equals_an_uninterrupted_run(edition, demo_topics, demo_index, config, token, tmp_path,
+                                                     capsys):
+    """SIGKILL a subprocess run mid-way (its process group, as a terminal would), rerun it (here in-process): the
+    dump is an uninterrupted run's. 2026: a server that sends user_meta and plays each topic with two users."""
+    from api2026 import As2026, several_users
+
+    def server() -> tuple[Simulator, Callable[[Any], Any] | None]:
+        if edition == 2025:
+            return sim_of(demo_topics), None
+        sim = Simulator(several_users(demo_topics, ["u1", "u2"]), {TOKEN: "team-a"})
+        return sim, lambda app: As2026(app, sim, demo_topics)
+
+    answers, sessions = 12 * (edition - 2024), 2 * (edition - 2024)
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    with serve(sim) as url:
+    sim, wrap = server()
+    with serve(sim, wrap=wrap) as url:
         whole = run_interactive(config, url, "whole", tmp_path / "whole", index=demo_index, progress=False)
         out = tmp_path / "killed"
-        process = subprocess.Popen(_cli(config, url, "killed", out, demo_index), env=env,
+        process = subprocess.Popen(_cli(config, url, "killed", out, demo_index), env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while len(list((out / "turns").glob("*.json"))) < 4:
+        while len(list((out / "turns").glob("*/*.json"))) < answers // 3:
             assert process.poll() is None, "the run ended before it could be killed"
             time.sleep(0.01)
-        process.send_signal(signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        computed = [json.loads(p.read_text()) for p in (out / "turns").glob("*.json")]
+        computed = [json.loads(p.read_text()) for p in (out / "turns").glob("*/*.json")]
         before = sum("sent" in t for t in computed)
-        assert before < 12
-        resumed = run_interactive(config, url, "killed", out, index=demo_index, progress=False)
-        assert resumed.computed_now == 12 - before  # no turn computed before the kill is computed again
+        assert before < answers
+        capsys.readouterr()
+        resumed = run_interactive(config, url, "killed", out, index=demo_index)
+        assert resumed.computed_now == answers - before  # no turn computed before the kill is computed again
+    assert f"resuming run killed: {before} turns kept" in capsys.readouterr().err  # said at start
     assert answered(read_dump(out / "killed.jsonl")) == answered(read_dump(whole.dump_file))
-    assert len(read_dump(out / "killed.jsonl")) == 14  # every utterance answered once, and two farewells
+    assert len(read_dump(out / "killed.jsonl")) == answers + sessions  # every utterance answered once, farewells
+    users = {(r["metadata"].get("user_id"), r["metadata"]["topic_id"]) for r in read_dump(out / "killed.jsonl")}
+    assert len(users) == answers + sessions  # every (user, topic, turn) once: no session lost or overwritten
 
 
 # ---------------------------------------------------------------- errors, each one line with its fix
@@ -244,7 +264,7 @@ def test_resume_after_a_model_changed_is_refused(demo_topics, demo_index, token,
         assert run_interactive(config, url, "model", tmp_path / "out", index=demo_index,
                                progress=False).already_complete
         (model / "weights.bin").write_bytes(b"second")
-        with pytest.raises(IkatError, match="another config fingerprint"):
+        with pytest.raises(IkatError, match="holds turns of another resource encoder"):
             run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False)
 
 
@@ -467,6 +487,6 @@ def test_track_persona_runs_the_stage_before_the_ptkb_stages(demo_topics, demo_i
                                   track_persona=True)
     assert outcome.turns == 12
     assert "track_persona" in json.loads(outcome.manifest_file.read_text())["seconds_per_stage"]
-    users = {json.loads(p.read_text())["user_id"] for p in (tmp_path / "out" / "turns").glob("*.json")}
+    users = {json.loads(p.read_text())["user_id"] for p in (tmp_path / "out" / "turns").glob("*/*.json")}
     store = json.loads((tmp_path / "out" / "persona" / "persona.json").read_text())
     assert users and "" not in users and set(store["users"]) == users  # kept per simulated user, under --out

@@ -214,7 +214,7 @@ def test_a_live_run_holds_the_folder_and_a_dead_ones_lock_is_stale(tmp_path, top
     config = _write(tmp_path, BM25_EXTRACTIVE)
     out = tmp_path / "out"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from ikatkit.pipelines.runner import "
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from ikatkit.lock import "
          "run_lock\nwith run_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(120)", str(out)],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:

@@ -117,9 +117,9 @@ def test_stopped_interactive_runs_resume_and_the_simulator_stops(config, ikat202
             out = tmp_path / run_id
             args = ["interactive", *common, "--run-id", run_id, "--out", str(out)]
             log = tmp_path / f"{run_id}.txt"
-            stop_when(start(args, log), lambda out=out: len(list((out / "turns").glob("*.json"))) >= 3, signum, args,
+            stop_when(start(args, log), lambda out=out: len(list((out / "turns").glob("*/*.json"))) >= 3, signum, args,
                       log)
-            assert 3 <= len(list((out / "turns").glob("*.json"))) < len(whole)  # stopped mid-way
+            assert 3 <= len(list((out / "turns").glob("*/*.json"))) < len(whole)  # stopped mid-way
             assert not (out / "run.lock").exists()
             assert main(args) == 0
             assert answered(out / f"{run_id}.jsonl") == whole

@@ -94,10 +94,9 @@ def test_response_prompt_omits_the_ptkb_when_the_plan_says_so():
     assert "[1] (similarity 0.8) passage number 0" in without and "[2] (similarity 0.6) passage number 1" in without
     assert "[3] (similarity 0.4) passage number 2" in with_ptkb
     # ... and the run's PTKB provenance is empty for the PTKB-free turn
-    from ikatkit.pipelines.config import RunConfig
-    from ikatkit.pipelines.runner import to_run
+    from ikatkit.pipelines.session import to_run
 
-    run = to_run(records, RunConfig("x", "automatic", {}, []), 2023)
+    run = to_run(records, "x", "automatic", 2023)
     assert [len(t.responses[0].ptkb) for t in run.turns] == [3, 0]
     plain = ScriptedLLM(lambda prompt: "Tofu.")
     Respond(Texts(), plain, ptkb=2).transform(threshold_plan([turn("1-1_1", [0.62, 0.55], [0.6])]))

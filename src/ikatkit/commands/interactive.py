@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ikatkit.runs.tokens import MAX_CITATIONS
+from ikatkit.runs.tokens import EDITIONS, interactive_rules
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +25,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--track-persona", action="store_true",
                    help="track what the user reveals about themselves (track_persona stage; sent as "
                         "extra.track_persona)")
-    p.add_argument("--citations", type=int, default=MAX_CITATIONS,
-                   help=f"citations per response: the ranking's top k (<={MAX_CITATIONS})")
+    p.add_argument("--rules", type=int, choices=EDITIONS,
+                   help="the edition whose limits apply (citations, response tokens) (default: 2026 when the "
+                        "server's messages carry user_meta, else 2025)")
+    p.add_argument("--citations", type=int,
+                   help="citations per response: the ranking's top k, at most the rules' (default: the rules' "
+                        + ", ".join(f"{e}: {interactive_rules(e).max_citations}" for e in EDITIONS) + ")")
+    p.add_argument("--topics", help="topic JSON whose conversations' PTKB each turn gets, for a server whose "
+                                    "messages carry no user_meta.ptkb (2025)")
     p.add_argument("--cache", help="cache folder: LLM outputs, embeddings, OpenVINO models, compiled Java helpers "
                                    "(default: $IKATKIT_CACHE, else .cache/ikatkit in a checkout, else "
                                    "~/.cache/ikatkit)")
@@ -36,12 +42,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ikatkit.interactive.driver import run_interactive
-    from ikatkit.pipelines.config import load_config
-    from ikatkit.pipelines.preflight import preflight
 
-    preflight(load_config(args.config))  # every model, GPU option and server the config names, before anything loads
     outcome = run_interactive(args.config, args.api, args.run_id, args.out, index=args.index, debug=args.debug,
                               description=args.description, track_persona=args.track_persona, cache_dir=args.cache,
-                              k=args.citations, retries=args.retries)
+                              k=args.citations, rules=args.rules, topics=args.topics, retries=args.retries)
     print(outcome.summary())
     return 0

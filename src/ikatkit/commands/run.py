@@ -36,7 +36,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.pipelines import load_config, run_pipeline
-        from ikatkit.pipelines.preflight import preflight
         from ikatkit.pipelines.queries import use_query_file
         from ikatkit.topics import load_topics
 
@@ -46,7 +45,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         config = load_config(args.config)
         if args.queries:
             config = use_query_file(config, args.queries)
-        preflight(config)  # every model, GPU option and server the config names, before anything loads
         outcome = run_pipeline(config, topics, args.out, index=args.index, cache_dir=args.cache,
                                validate=not args.no_validate, restart=args.restart)
         print(outcome.summary())

@@ -160,7 +160,8 @@ class ApiClient:
         return self._message(response, "open session")
 
     def status(self, run_id: str) -> dict[str, Any] | None:
-        """``{status, done_topics, open_topics}``; None for a run the server does not know (404)."""
+        """``{status, done_topics, open_topics}`` (2025) or ``{status, open_user_topic_pairs,
+        done_user_topic_pairs}`` (2026; read with :func:`status_pairs`); None for a run the server does not know."""
         response = self._send("GET", "/run/status", retry=True, params={"run_id": run_id})
         if response.status_code == 404:
             return None
@@ -174,3 +175,26 @@ class ApiClient:
         response = self._send("GET", "/run/dump", retry=True, params={"run_id": run_id})
         self._check(response, "dump", run_id)
         return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+
+def status_pairs(status: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """The open and the done (user, topic) pairs of a ``/run/status`` answer. 2026 lists pairs, whose shape the
+    organizers do not publish: a ``{"user_id", "topic_id"}`` object becomes ``(user, topic)``, a two-item list is
+    kept as it came (match it with :func:`has_pair`, by value); 2025 lists topics: ``("", topic)``."""
+    def pairs(key: str, topics: str) -> list[tuple[str, ...]]:
+        if key in status:
+            return [(str(p.get("user_id", "")), str(p.get("topic_id", ""))) if isinstance(p, dict) else
+                    tuple(str(v) for v in p) for p in status[key] or []]
+        return [("", str(t)) for t in status.get(topics) or []]
+
+    return pairs("open_user_topic_pairs", "open_topics"), pairs("done_user_topic_pairs", "done_topics")
+
+
+def has_pair(pairs: list[tuple[str, ...]], user: str, topic: str) -> bool:
+    """Whether ``pairs`` holds the session of ``user`` on ``topic`` (either order; a topic alone in 2025)."""
+    return any(pair in ((user, topic), (topic, user), ("", topic)) for pair in pairs)
+
+
+def is_complete(status: dict[str, Any]) -> bool:
+    """Whether ``/run/status`` says the run is over (``complete``; 2026's page says ``completed``)."""
+    return status.get("status") in ("complete", "completed")

@@ -1,152 +1,73 @@
 """Take part in an interactive run: each user message becomes a one-turn record that the config's stages answer.
 
-The stages and resources load once (as ``ikatkit run`` loads them), on the first turn that needs computing. Per
-message: a :class:`TurnRecord` from the message's history, topic and user ids; the stages; the response cut at a
-sentence boundary to the server's 250 tokens; the ranking's top ``k`` as citations; in ``meta`` the PTKB
-statements used (``ptkb_provenance``) and the passages the response was built from (``used_passages``). Before
-each request the turn and the state are saved (:mod:`ikatkit.interactive.state`), so a rerun of
-the same command after a kill, a network failure or a server restart continues the server's open run from
-``/run/session`` and ``/run/status``: it never starts a second run, never answers one utterance twice, and does
-not recompute a turn it already computed. A completed run is reported, not restarted.
+The run folder is a :class:`~ikatkit.pipelines.session.RunSession`'s (lock, cache, preflight, fingerprint, the
+turn store, the TREC run, the manifest); this driver feeds it the API's messages, and
+:class:`~ikatkit.interactive.answer.Answerer` answers each: a one-turn record from the message's history, topic
+and user ids and the user's PTKB (the message's ``user_meta.ptkb`` in 2026, else the conversation's of
+``--topics``); the stages; the response cut at a sentence boundary to the rules' tokens; the ranking's top ``k``
+as citations (the rules' maximum: 2026 10, 2025 1000); in ``meta`` the PTKB statements used (``ptkb_provenance``,
+verbatim; those ``track_persona`` extracted also in ``ptkb_extracted``) and the passages the response was built
+from (``used_passages``). Turns are keyed by (user, topic, turn): several users may play one topic. Before each
+request the turn and the state are saved (:mod:`ikatkit.interactive.state`), so a rerun of the same command after a
+kill, a network failure or a server restart continues the server's open run from ``/run/session`` and
+``/run/status``: it never starts a second run, never answers one utterance twice, and does not recompute a turn it
+already computed. A completed run is reported, not restarted.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ikatkit import jsonl
-from ikatkit.atomic import atomic_open, write_json
+from ikatkit.atomic import atomic_open
 from ikatkit.errors import IkatError
-from ikatkit.interactive.client import TOKEN_FIX, ApiClient, Unavailable
-from ikatkit.interactive.state import RunState, load_turn, save_turn
-from ikatkit.paths import cache_at, cache_root
-from ikatkit.pipelines.config import RunConfig, load_config, with_stages
-from ikatkit.pipelines.fingerprint import fingerprint, fingerprint_parts
-from ikatkit.pipelines.pipeline import Pipeline, tally
+from ikatkit.interactive.answer import Answerer, gold_readers, key_of, message_ptkb, with_persona_tracking
+from ikatkit.interactive.client import TOKEN_FIX, ApiClient, Unavailable, is_complete
+from ikatkit.interactive.state import RunState
+from ikatkit.pipelines.config import RunConfig, load_config
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.lock import run_lock
-from ikatkit.pipelines.runner import package_versions
-from ikatkit.runs.io import from_records, write_run
-from ikatkit.runs.model import strictly_decreasing
-from ikatkit.runs.tokens import MAX_CITATIONS, fit_response
-
-PTKB_STAGES = ("rank_ptkb", "gold_ptkb", "classify_ptkb")
-GOLD_STAGES = {"manual_query": "the manual rewrite (resolved_utterance)", "gold_ptkb": "the gold PTKB"}
-
-
-def with_persona_tracking(config: RunConfig) -> RunConfig:
-    """The config with a ``track_persona`` stage before its PTKB stages (first, without any), unless it has one."""
-    names = config.names()
-    if "track_persona" in names:
-        return config
-    at = min((names.index(n) for n in PTKB_STAGES if n in names), default=0)
-    return with_stages(config, [*config.stages[:at], {"stage": "track_persona"}, *config.stages[at:]])
-
-
-def gold_readers(config: RunConfig) -> list[str]:
-    """``stage reads what`` for each of the config's stages that reads what only topic files have (the manual
-    rewrite, the gold PTKB): the interactive task's messages have neither."""
-    return [f"{spec.name} reads {GOLD_STAGES[spec.name]}" for spec in config.stages if spec.name in GOLD_STAGES]
-
-
-def record_of(message: dict[str, Any]) -> TurnRecord:
-    """The one-turn record of a user message: its history as (utterance, response) pairs, the topic's turn number."""
-    pairs: list[tuple[str, str]] = []
-    asked = ""
-    for m in message["history"][:-1]:
-        if m["role"] == "user":
-            asked = m["content"]
-        else:
-            pairs.append((asked, m["content"]))
-    topic = message["topic_id"]
-    qid = f"{topic}_{len(pairs) + 1}"
-    return TurnRecord(qid, message["utterance"], pairs, {}, history_ids=[f"{topic}_{i}" for i in
-                                                                           range(1, len(pairs) + 1)],
-                      user_id=message["user_id"])
-
-
-def turn_number(message: dict[str, Any]) -> int:
-    return sum(m["role"] == "user" for m in message["history"])
-
-
-class Answerer:
-    """The config's pipeline over one user message at a time, built (resources loaded) on the first call; stages
-    that keep files of their own (``track_persona``'s store) keep them under ``out``."""
-
-    def __init__(self, config: RunConfig, index: str | Path | None, k: int, out: Path) -> None:
-        self.config, self.index, self.k, self.out = config, index, k, out
-        self.pipeline: Pipeline | None = None
-
-    def answer(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self.pipeline is None:
-            self.pipeline = Pipeline.from_config(self.config, self.index, self.out)
-        batch = [record_of(message)]
-        self.pipeline.check(batch)
-        [record] = self.pipeline(batch)
-        response, cut = fit_response(record.response)
-        if cut:
-            record.notes.append("response cut at a sentence boundary to the API's 250 tokens")
-        citations = dict(strictly_decreasing(record.ranking[: self.k]))
-        meta = {"ptkb_provenance": [record.ptkb_all[key] for key in record.ptkb_used if key in record.ptkb_all],
-                "used_passages": [pid for pid in record.used if pid in citations]}
-        return {"qid": record.qid, "topic_id": message["topic_id"], "user_id": message["user_id"],
-                "utterance": message["utterance"], "history_len": len(message["history"]),
-                "record": record.to_json(), "seconds": self.pipeline.seconds, "cut": cut,
-                "sent": {"response": response, "citations": citations, "meta": meta}}
-
-
-@dataclass
-class Outcome:
-    run_id: str
-    out: Path
-    turns: int
-    computed_now: int
-    dump_file: Path
-    trec_file: Path
-    manifest_file: Path
-    already_complete: bool
-
-    def summary(self) -> str:
-        manifest = json.loads(self.manifest_file.read_text(encoding="utf-8"))
-        head = (f"run {self.run_id} was already complete" if self.already_complete else
-                f"run {self.run_id} complete")
-        lines = [f"{head}: {self.turns} turns over {manifest['topics']} topics ({self.computed_now} computed now), "
-                 f"{manifest['seconds_per_turn']['p50']} s/turn p50",
-                 f"  dump:     {self.dump_file} ({manifest['dump']['source']})", f"  TREC run: {self.trec_file}",
-                 f"  manifest: {self.manifest_file}"]
-        if manifest["notes"]:
-            lines.append("  notes: " + "; ".join(f"{n} x{c}" for n, c in manifest["notes"].items()))
-        return "\n".join(lines)
-
+from ikatkit.runs.tokens import InteractiveRules, interactive_rules
+from ikatkit.pipelines.session import Outcome, RunSession, to_run
+from ikatkit.pipelines.session.manifest import percentiles
+from ikatkit.pipelines.session.store import turn_unit
+from ikatkit.topics import Topics, load_topics
 
 class InteractiveRun:
-    """One run against one API, kept under ``out``."""
+    """One run against one API, kept in ``session``'s folder; ``rules`` None: by what the server sends."""
 
-    def __init__(self, config: RunConfig, client: ApiClient, run_id: str, out: Path, *, index: str | Path | None,
-                 debug: bool, description: str, extra: dict[str, Any], k: int, tries: int = 4,
+    def __init__(self, session: RunSession, client: ApiClient, run_id: str, *, debug: bool, description: str,
+                 extra: dict[str, Any], k: int | None, rules: int | None, topics: Topics | None, tries: int = 4,
                  backoff: float = 1.0, progress: bool = True) -> None:
-        self.config, self.client, self.run_id, self.out, self.debug = config, client, run_id, out, debug
-        self.description, self.extra, self.index = description, extra, index
-        self.tries, self.backoff, self.progress = tries, backoff, progress
-        self.parts = fingerprint_parts(config.raw, [], 0, index, cache_root() / "digests")  # models too, as `run`
-        self.answerer = Answerer(config, index, k, out)
-        self.computed = 0
-        state = RunState.load(out)
+        assert session.out is not None and session.store is not None
+        self.session, self.store, self.out = session, session.store, session.out
+        self.client, self.run_id, self.debug, self.description, self.extra = client, run_id, debug, description, extra
+        self.k, self.topics, self.tries, self.backoff, self.progress = k, topics, tries, backoff, progress
+        ptkb = [{"topic": c.id, "ptkb": c.ptkb} for c in topics.conversations] if topics else []
+        self.parts = session.parts(ptkb, topics.year if topics else 0)  # models too, as `run`
+        self.store.check(self.parts)
+        self.answerer = Answerer(session, topics, k, progress)
+        self.computed, self.computed_seconds = 0, 0.0
+        state = RunState.load(self.out)
         if state is not None:
-            state.check(run_id, client.base_url, debug, fingerprint(self.parts), out)
-        self.state = state or RunState(run_id, client.base_url, debug, fingerprint(self.parts))
+            state.check(run_id, client.base_url, debug, rules, self.out)
+        self.state = state or RunState(run_id, client.base_url, debug, rules)
+        self.store.write_stamp(self.parts)
+
+    @property
+    def rules(self) -> InteractiveRules:
+        return interactive_rules(self.state.rules or 2025)
 
     def _save(self) -> None:
         self.state.save(self.out)
 
     def _arrived(self, message: dict[str, Any] | None) -> dict[str, Any] | None:
         if message is not None:
+            if self.state.rules is None:  # the first message says which edition's server this is
+                self.state.rules = 2026 if message_ptkb(message) is not None else 2025
             self.state.message = message
             self._save()
         return message
@@ -172,14 +93,14 @@ class InteractiveRun:
             return self._arrived(found)
         if not self.debug:
             status = self.client.status(self.run_id)
-            if status is not None and status["status"] == "complete":
+            if status is not None and is_complete(status):
                 return None
             if status is None:  # started, never answered, and the server lost it (a restart): start it again
                 state.started = state.start_sent = False
                 return self.sync()
         elif state.message and state.message.get("last_response_of_run"):
             return None
-        return self.send(None, state.message or {})  # the session ended: the next message opens the next topic
+        return self.send(None, state.message or {})  # the session ended: the next message opens the next session
 
     def send(self, turn: dict[str, Any] | None, pending: dict[str, Any]) -> dict[str, Any] | None:
         """Send a turn's answer (None: the empty response after a farewell) and return the next message.
@@ -194,7 +115,7 @@ class InteractiveRun:
                 message = self.client.continue_(self.run_id, **payload)
                 if turn is not None:
                     turn["http_seconds"] = round(time.perf_counter() - start, 4)
-                    save_turn(self.out, turn["qid"], turn)
+                    self.store.save(turn_unit(*turn["key"]), turn)
                 return self._arrived(message) if message is not None else None
             except Unavailable as err:
                 failure = err
@@ -216,38 +137,56 @@ class InteractiveRun:
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
         """The turn's answer: the one computed before (same utterance and history), else computed now."""
-        qid = f"{message['topic_id']}_{turn_number(message)}"
-        kept = load_turn(self.out, qid)
+        key = key_of(message)
+        kept = self.store.load(turn_unit(*key))
         if kept and "sent" in kept and kept["utterance"] == message["utterance"] and \
                 kept["history_len"] == len(message["history"]):
             return kept
-        turn = self.answerer.answer(message)
+        turn = self.answerer.compute(message, self.rules)
         self.computed += 1
-        save_turn(self.out, qid, turn)
-        if qid not in self.state.turns:
-            self.state.turns.append(qid)
-        self._save()
+        self.computed_seconds += sum(turn["seconds"].values())
+        self._keep(key, turn)
         if self.progress:
             split = ", ".join(f"{k} {v:.2f}" for k, v in turn["seconds"].items())
-            print(f"topic {message['topic_id']} turn {turn_number(message)}: {sum(turn['seconds'].values()):.2f} s "
-                  f"({split})" + (" [response cut]" if turn["cut"] else ""), file=sys.stderr, flush=True)
+            print(f"user {key[0]} topic {key[1]} turn {key[2]}: {sum(turn['seconds'].values()):.2f} s ({split})"
+                  + (" [response cut]" if turn["cut"] else "")
+                  + (" [no passage]" if not turn["record"]["ranking"] else ""), file=sys.stderr, flush=True)
         return turn
 
-    def farewell(self, message: dict[str, Any]) -> None:
-        if message.get("ended_unseen"):
-            return
-        qid = f"{message['topic_id']}_{turn_number(message)}"
-        save_turn(self.out, qid, {"qid": qid, "topic_id": message["topic_id"], "user_id": message["user_id"],
-                                  "utterance": message["utterance"], "farewell": True})
-        if qid not in self.state.turns:
-            self.state.turns.append(qid)
+    def _keep(self, key: list[Any], turn: dict[str, Any]) -> None:
+        self.store.save(turn_unit(*key), turn)
+        if key not in self.state.turns:
+            self.state.turns.append(key)
         self._save()
+
+    def farewell(self, message: dict[str, Any]) -> None:
+        if not message.get("ended_unseen"):
+            self._keep(key_of(message), {"key": key_of(message), "topic_id": message["topic_id"],
+                                         "user_id": message["user_id"], "utterance": message["utterance"],
+                                         "farewell": True})
+
+    def resuming(self) -> str | None:
+        """What a rerun resumes (None for a fresh or a complete run)."""
+        state = self.state
+        if state.complete or not state.start_sent:
+            return None
+        kept = sum("sent" in (self.store.load(turn_unit(*key)) or {}) for key in state.turns)
+        message = state.message or {}
+        open_ = ("" if not message or message.get("last_response_of_session") else
+                 f", session of user {message['user_id']} topic {message['topic_id']} open")
+        return f"resuming run {self.run_id}: {kept} turns kept{open_}"
 
     def run(self) -> Outcome:
         already = self.state.complete
+        if self.progress and (line := self.resuming()):
+            print(line, file=sys.stderr, flush=True)
         if not self.state.team_id:
             self.state.team_id = self.client.verify()
         message = self.sync()
+        if self.k is not None and self.k > self.rules.max_citations:
+            raise IkatError(f"--citations {self.k} is above the {self.rules.edition} rules' "
+                            f"{self.rules.max_citations}", where="--citations",
+                            fix=f"pass --citations {self.rules.max_citations} or lower; rerun to resume")
         while message is not None:
             if message["last_response_of_session"]:
                 self.farewell(message)
@@ -260,22 +199,25 @@ class InteractiveRun:
 
     # ------------------------------------------------------------ the files
 
-    def local_rows(self) -> list[dict[str, Any]]:
+    def local_rows(self, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The run in the dump's format from the turn files (``user_meta`` is the server's: left empty)."""
         head: dict[str, Any] = {"team_id": self.state.team_id, "run_id": self.run_id, "description": self.description,
-                "extra": self.extra}
+                                "extra": self.extra}
         rows: list[dict[str, Any]] = []
-        for qid in self.state.turns:
-            turn = load_turn(self.out, qid) or {}
+        for turn in turns:
             sent = turn.get("sent") or {"response": None, "citations": {}, "meta": {}}
-            rows.append({"metadata": {**head, "topic_id": qid}, "responses": [{
+            user, topic, n = turn["key"]
+            ids = {"user_id": user, "topic_id": f"{topic}_{n}"} if self.rules.edition >= 2026 else {
+                "topic_id": f"{topic}_{n}"}
+            rows.append({"metadata": {**head, **ids}, "responses": [{
                 "rank": 1, "user_utterance": turn.get("utterance", ""), "user_meta": {},
                 "assistant_text": sent["response"], "assistant_citations": sent["citations"],
                 "assistant_meta": sent["meta"]}]})
         return rows
 
     def finish(self, already: bool) -> Outcome:
-        local = self.local_rows()
+        turns = [t for t in (self.store.load(turn_unit(*key)) for key in self.state.turns) if t]
+        local = self.local_rows(turns)
         if self.debug:  # /run/dump has only evaluated runs
             rows, source, matches = local, "local (debug runs have no server dump)", None
         else:
@@ -286,66 +228,64 @@ class InteractiveRun:
         dump_file = self.out / f"{self.run_id}.jsonl"
         with atomic_open(dump_file) as handle:
             jsonl.write(handle, rows)
-        trec_file = self.out / f"{self.run_id}.trec"  # the citations as the server recorded them
-        write_run(from_records([(f"line {n}", row) for n, row in enumerate(rows, start=1)], "interactive"), trec_file,
-                  "trec")
-        turns = [t for t in (load_turn(self.out, q) for q in self.state.turns) if t and "sent" in t]
-        manifest_file = self.out / "manifest.json"
-        write_json(manifest_file, self.manifest(turns, rows, source, matches))
+        answered = [t for t in turns if "sent" in t]
+        records = [TurnRecord.from_json(t["record"]) for t in answered]
+        users_per_topic = {t["topic_id"]: {u["user_id"] for u in answered if u["topic_id"] == t["topic_id"]}
+                           for t in answered}
+        with_user = self.rules.edition >= 2026 or any(len(users) > 1 for users in users_per_topic.values())
+        run = to_run(records, self.run_id, "automatic", self.rules.edition, self.state.team_id,
+                     limit=self.k or self.rules.max_citations,
+                     turn_ids=[f"{t['qid']}@{t['user_id']}" if with_user else t["qid"] for t in answered])
+        _, trec_file, valid = self.session.write_run(run, None, dump_file.name, self.topics)
+        seconds: dict[str, float] = {}
+        for turn in answered:
+            for name, value in turn["seconds"].items():
+                seconds[name] = seconds.get(name, 0.0) + value
+        pairs = {(t["user_id"], t["topic_id"]) for t in turns}
+        sources = [t.get("ptkb_source", "none") for t in answered]
+        own = {"run_id": self.run_id, "api": self.client.base_url, "debug": self.debug, "team_id": self.state.team_id,
+               "description": self.description, "extra": self.extra, "fingerprint_parts": self.parts,
+               "rules": self.rules.template, "citations": self.k or self.rules.max_citations,
+               "sessions": len(pairs), "users": len({u for u, _ in pairs}), "conversations": len({t for _, t in pairs}),
+               "farewells": sum("sent" not in t for t in turns), "responses_cut": sum(t["cut"] for t in answered),
+               "ptkb_sources": {s: sources.count(s) for s in dict.fromkeys(sources)},
+               "seconds_per_turn_percentiles": percentiles([sum(t["seconds"].values()) for t in answered]),
+               "http_seconds_per_turn": percentiles([t["http_seconds"] for t in answered if "http_seconds" in t]),
+               "dump": {"file": dump_file.name, "source": source, "rows": len(rows), "matches_local": matches}}
         self.state.complete = True
         self._save()
-        answered = sum(r["responses"][0]["assistant_text"] is not None for r in rows)
-        return Outcome(self.run_id, self.out, answered, self.computed, dump_file, trec_file, manifest_file, already)
-
-    def manifest(self, turns: list[dict[str, Any]], rows: list[dict[str, Any]], source: str,
-                 matches: bool | None) -> dict[str, Any]:
-        import numpy as np
-
-        per_turn = [sum(t["seconds"].values()) for t in turns]
-        http = [t["http_seconds"] for t in turns if "http_seconds" in t]
-        stages: dict[str, float] = {}
-        for turn in turns:
-            for name, value in turn["seconds"].items():
-                stages[name] = stages.get(name, 0.0) + value
-        notes, guarded = tally(TurnRecord.from_json(turn["record"]) for turn in turns)
-
-        def pct(values: list[float]) -> dict[str, float | None]:
-            if not values:
-                return {"p50": None, "p95": None, "mean": None}
-            return {"p50": round(float(np.percentile(values, 50)), 4),
-                    "p95": round(float(np.percentile(values, 95)), 4), "mean": round(float(np.mean(values)), 4)}
-
-        return {
-            "run_id": self.run_id, "api": self.client.base_url, "debug": self.debug, "team_id": self.state.team_id,
-            "description": self.description, "extra": self.extra, "config": self.config.raw,
-            "config_file": str(self.config.path) if self.config.path else None,
-            "fingerprint": fingerprint(self.parts), "fingerprint_parts": self.parts,
-            "index": str(self.index) if self.index else None,
-            "turns": sum(r["responses"][0]["assistant_text"] is not None for r in rows),
-            "topics": len({r["metadata"]["topic_id"].rpartition("_")[0] for r in rows}),
-            "farewells": sum(1 for r in rows if r["responses"][0]["assistant_text"] is None),
-            "responses_cut": sum(t["cut"] for t in turns),
-            "seconds_per_stage": {k: round(v, 3) for k, v in stages.items()},
-            "seconds_per_turn": pct(per_turn), "http_seconds_per_turn": pct(http),
-            "notes": notes, "guarded_llm_outputs": guarded,
-            "resource_stats": self.answerer.pipeline.stats if self.answerer.pipeline else {},
-            "dump": {"file": f"{self.run_id}.jsonl", "source": source, "rows": len(rows), "matches_local": matches},
-            "trec": f"{self.run_id}.trec", "versions": package_versions(),
-        }
+        p50 = own["seconds_per_turn_percentiles"]["p50"]
+        head = f"run {self.run_id} was already complete" if already else f"run {self.run_id} complete"
+        return self.session.finish(
+            kind="interactive", run=run, records=records, files=(dump_file, trec_file), valid=valid, seconds=seconds,
+            now=(self.computed, self.computed_seconds), topics=str(self.topics.path) if self.topics and
+            self.topics.path else None, parts=self.parts, own=own, already_complete=already,
+            lines=[f"{head}: {len(records)} turns in {len(pairs)} sessions ({own['users']} users, "
+                   f"{own['conversations']} topics; {self.computed} computed now), {p50} s/turn p50",
+                   f"  dump:     {dump_file} ({source})", f"  TREC run: {trec_file}",
+                   f"  manifest: {self.out / 'manifest.json'}"])
 
 
 def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: str | Path, *,
                     index: str | Path | None = None, debug: bool = False, description: str | None = None,
-                    track_persona: bool = False, cache_dir: str | Path | None = None, k: int = MAX_CITATIONS,
-                    retries: int = 4, backoff: float = 1.0, timeout: float = 300.0, progress: bool = True) -> Outcome:
+                    track_persona: bool = False, cache_dir: str | Path | None = None, k: int | None = None,
+                    rules: int | None = None, topics: str | Path | Topics | None = None, retries: int = 4,
+                    backoff: float = 1.0, timeout: float = 300.0, progress: bool = True) -> Outcome:
     """Take part in run ``run_id`` at ``api`` with ``config``, keeping everything under ``out``; the token only
-    from ``$IKAT_API_TOKEN``. ``cache_dir``: the cache root (:func:`ikatkit.paths.cache_at`)."""
+    from ``$IKAT_API_TOKEN``. ``rules``: the edition (2025, 2026) whose limits apply (None: 2026 when the server's
+    messages carry ``user_meta``); ``k``: citations per turn, at most the rules' (None: the rules' maximum);
+    ``topics``: the conversations' PTKB for a server whose messages carry none. ``cache_dir``: the cache root
+    (:func:`ikatkit.paths.cache_at`)."""
     token = os.environ.get("IKAT_API_TOKEN", "").strip()
     if not token:
         raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
-    if not 1 <= k <= MAX_CITATIONS:
-        raise IkatError(f"--citations {k} is outside 1..{MAX_CITATIONS}",
-                        fix=f"the API takes up to {MAX_CITATIONS} citations")
+    if rules is not None:
+        interactive_rules(rules)  # one error for an edition without rules
+    most = interactive_rules(rules).max_citations if rules is not None else max(
+        interactive_rules(e).max_citations for e in (2025, 2026))
+    if k is not None and not 1 <= k <= most:
+        raise IkatError(f"--citations {k} is outside 1..{most}", where="--citations",
+                        fix=f"the rules take up to {most} citations")
     if not run_id or any(c.isspace() for c in run_id):
         raise IkatError(f"run id {run_id!r} is empty or has spaces", where="--run-id",
                         fix="choose a run id without spaces (it is also the TREC run's tag)")
@@ -356,14 +296,15 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
         print(f"warning: {config.path or config.name}: {'; '.join(gold)}, and the interactive task has no gold "
               "rewrites or PTKB: the raw utterance is used and no PTKB statement is chosen (for a real run pick an "
               "automatic config, e.g. configs/demo.toml)", file=sys.stderr, flush=True)
+    topics = load_topics(topics) if topics is not None and not isinstance(topics, Topics) else topics
     description = description or config.description or config.name
     extra = {"ikatkit_config": config.name, "track_persona": track_persona}
-    out = Path(out)
     client = ApiClient(api, token, debug=debug, retries=retries, backoff=backoff, timeout=timeout)
     try:
-        with cache_at(cache_dir), run_lock(out):
-            run = InteractiveRun(config, client, run_id, out, index=index, debug=debug, description=description,
-                                 extra=extra, k=k, tries=retries, backoff=backoff, progress=progress)
-            return run.run()
+        with RunSession(config, out, index=index, cache_dir=cache_dir, store="turns") as session:
+            return InteractiveRun(session, client, run_id, debug=debug, description=description, extra=extra, k=k,
+                                  rules=rules, topics=topics, tries=retries, backoff=backoff,
+                                  progress=progress).run()
     finally:
         client.close()
+

@@ -49,12 +49,12 @@ def robustness(config: str | Path, topics: str | Path, qrels: str | Path | None,
                conversations: Sequence[str] | None = None, measures: Sequence[str] | None = None,
                response_measures: Sequence[str] | None = RESPONSE_MEASURES, test: str = "ttest",
                correction: str = "holm") -> Path:
-    """One run of ``config`` per profile under ``out/runs/PROFILE`` over ``out/topics/PROFILE.json``, compared
+    """One run of ``config`` per profile under ``out/runs/PROFILE`` over ``out/topics/PROFILE.json`` (a
+    :class:`~ikatkit.pipelines.session.RunSession` each: the first checks the config before anything loads), compared
     with the first profile's run in ``out/report.html`` (and the compare tables); ``response_measures`` None or
     empty leaves responses out. Runs resume from their checkpoints. Returns the report's path."""
     from ikatkit.evaluate.compare import compare_responses
     from ikatkit.evaluate.report import write_report
-    from ikatkit.paths import cache_at
     from ikatkit.pipelines import load_config, run_pipeline
 
     out = Path(out)
@@ -69,8 +69,7 @@ def robustness(config: str | Path, topics: str | Path, qrels: str | Path | None,
         chosen = load_topics(said)
         if conversations:
             chosen = chosen.subset(list(conversations))
-        with cache_at(cache):
-            outcome = run_pipeline(run_config, chosen, out / "runs" / profile.name, index=index, cache_dir=cache)
+        outcome = run_pipeline(run_config, chosen, out / "runs" / profile.name, index=index, cache_dir=cache)
         runs[profile.name] = outcome.run_file
     clean = load_topics(topics)
     responses = None

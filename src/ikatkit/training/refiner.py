@@ -12,10 +12,10 @@ import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.partition.memory import FEATURES, MemorySelector, RefineMemory
-from ikatkit.paths import cache_at
-from ikatkit.pipelines.config import load_config, with_stages
+from ikatkit.pipelines.config import RunConfig, load_config, with_stages
 from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.record import TurnRecord, records_for
+from ikatkit.pipelines.session import RunSession
 from ikatkit.topics import load_topics
 
 
@@ -24,14 +24,15 @@ def train_refiner(config_path: str | Path, topics_path: str | Path, out: str | P
                   conversations: list[str] | None = None, ridge: float = 1.0) -> MemorySelector:
     """Run ``config``'s stages before ``refine_memory`` over the training turns that have a canonical response,
     the boosting loop with the config's ``respond`` stage (and any stage between them), fit the selector and
-    save it to ``out``. ``cache_dir``: the cache root (:func:`ikatkit.paths.cache_at`)."""
-    with cache_at(cache_dir):
-        return _train(config_path, topics_path, out, index, conversations, ridge)
-
-
-def _train(config_path: str | Path, topics_path: str | Path, out: str | Path, index: str | Path | None,
-           conversations: list[str] | None, ridge: float) -> MemorySelector:
+    save it to ``out``. ``cache_dir``: the cache root (:func:`ikatkit.paths.cache_at`). It runs in a
+    :class:`~ikatkit.pipelines.session.RunSession` without writers (the config checked first, no run folder)."""
     config = load_config(config_path)
+    with RunSession(config, None, index=index, cache_dir=cache_dir) as session:
+        return _train(session, config, topics_path, out, conversations, ridge)
+
+
+def _train(session: RunSession, config: RunConfig, topics_path: str | Path, out: str | Path,
+           conversations: list[str] | None, ridge: float) -> MemorySelector:
     names = config.names()
     if "refine_memory" not in names:
         raise IkatError("the config has no refine_memory stage", path=config.path, fix="add one (see configs/)")
@@ -48,8 +49,8 @@ def _train(config_path: str | Path, topics_path: str | Path, out: str | Path, in
     if not records:
         raise IkatError("no training turn has a canonical response", path=topics_path,
                         fix="train on topics with responses (the 2023 train or test topics)")
-    pipeline = Pipeline.from_config(with_stages(config, config.stages[: end + 1]), index,
-                                    overrides={"refine_memory": {"selector": ""}})  # the selector it is about to fit
+    pipeline = session.pipeline(with_stages(config, config.stages[: end + 1]),
+                                refine_memory={"selector": ""})  # the selector it is about to fit
     pipeline.check(records)
     before, refiner, respond = (Pipeline(pipeline.stages[:at]), pipeline.stages[at], Pipeline(pipeline.stages[at + 1:]))
     assert isinstance(refiner, RefineMemory)
