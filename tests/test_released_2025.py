@@ -203,3 +203,26 @@ def test_cli_validate_eval_responses_and_report_of_released_runs(released, tmp_p
                  "--out", str(tmp_path / "report")]) == 0  # rows of whole dialogues: no turn position
     per_conversation = (tmp_path / "report" / "responses_per_conversation.csv").read_text().splitlines()
     assert len(per_conversation) == 1 + 17
+
+
+def test_one_count_of_turns_for_a_released_run(released, tmp_path, capsys):
+    """validate, eval-responses, compare and report count the answered rows; the farewells (text null) are no
+    turns, and the simulator's rows of whole dialogues are not counted as turns either."""
+    from ikatkit.cli import main
+
+    orga = released / "interactive-runs" / ORGA
+    rows = _rows(orga)
+    turns = sum(1 for r in rows if r["responses"][0]["text"] is not None)
+    assert len(rows) - turns == 17 and turns == 106  # one farewell per topic
+    topics = ["--topics", str(released / "2025_test_topics.json")]
+    assert main(["validate", str(orga), *topics]) == 0
+    assert f"(2025-interactive run, {turns} turns;" in capsys.readouterr().out
+    assert main(["eval-responses", str(orga), "--rubrics", str(released / "rubrics.json"), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)[ORGA[:-6]]["evaluated"] == turns
+    assert f"{turns} turns evaluated (and 17 whole dialogues), 0 turns missing" in captured.err
+    for command in ("compare", "report"):
+        assert main([command, str(orga), "--rubrics", str(released / "rubrics.json"), *topics, "--measures", "Words",
+                     "--out", str(tmp_path / command)]) == 0
+    assert f"answers {turns} of the {turns} judged turns (0 unranked)" in capsys.readouterr().out
+    assert f"answers {turns} of the {turns} judged turns" in (tmp_path / "report" / "report.html").read_text()

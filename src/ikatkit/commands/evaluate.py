@@ -203,7 +203,9 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
             without = r.info.get("turns_without_nuggets")
             if without:
                 extra += f"; {len(without)} turns without nuggets (no nugget measures): {', '.join(without[:5])}"
-            print(f"{name}: {len(r.evaluated)} turns evaluated, {len(r.missing)} turns missing{extra}", file=sys.stderr)
+            dialogues = f" (and {len(r.info['dialogues'])} whole dialogues)" if r.info.get("dialogues") else ""
+            print(f"{name}: {len(r.evaluated)} turns evaluated{dialogues}, {len(r.missing)} turns missing{extra}",
+                  file=sys.stderr)
         return 0
 
     p.set_defaults(func=run)
