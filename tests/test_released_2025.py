@@ -106,8 +106,24 @@ def test_sim_measures_need_recorded_judgements(released):
     from ikatkit.evaluate.responses.data import ResponseRun
 
     result = evaluate_response_runs([ResponseRun("plain", {"1-1_1": "An answer."})], rubrics=released / "rubrics.json",
-                                    measures=["SimRubricScore"])["plain"]
+                                    measures=["SimRubricScore", "Words"])["plain"]
     assert any("records no simulator judgements" in w for w in result.info["warnings"])
+    assert result.mean == {"Words": 2.0}  # not computed: absent, never 0
+
+
+def test_a_run_without_judgements_prints_no_sim_figure(released, tmp_path, capsys):
+    from ikatkit.cli import main
+
+    rows = _rows(released / "interactive-runs" / ORGA)[:4]
+    for row in rows:
+        row["responses"][0].pop("user_rubrik_score")
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["eval-responses", str(bare), "--rubrics", str(released / "rubrics.json"),
+                 "--measures", "SimRubricScore", "SimRubricCoverage", "SimTurnsToCover", "Words"]) == 0
+    captured = capsys.readouterr()
+    assert "Sim" not in captured.out and "\tWords\tall\t" in captured.out
+    assert "records no simulator judgements" in captured.err
 
 
 def test_rubrics_json_as_released(released):
