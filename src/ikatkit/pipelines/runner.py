@@ -107,8 +107,7 @@ class Checkpoints:
     """One JSON file per finished batch under ``out/checkpoints``, tied to the run's fingerprint."""
 
     def __init__(self, out: Path) -> None:
-        self.dir = out / "checkpoints"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = out / "checkpoints"  # made with the fingerprint, once the inputs are checked
         self.stamp = self.dir / "fingerprint.json"
 
     def check(self, parts: dict[str, str]) -> None:
@@ -127,6 +126,7 @@ class Checkpoints:
     def write_stamp(self, parts: dict[str, str]) -> None:
         """Record the fingerprint (once, atomically) before the first batch is saved."""
         if not self.stamp.exists():
+            self.dir.mkdir(parents=True, exist_ok=True)
             write_json(self.stamp, {"fingerprint": fingerprint(parts), "parts": parts})
 
     def path(self, batch: int) -> Path:
