@@ -38,7 +38,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "typos+impatient); replay users apply it to the system's answers, llm users get it in their "
                         "prompt; each user turn's profile is in the dump's user_meta (docs/robustness.md)")
     p.add_argument("--seed", type=int, default=0, help="the profile's seed (default 0)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, on_stop=_stop_line)
 
 
 def check_port(port: int) -> None:
@@ -92,3 +92,11 @@ def run(args: argparse.Namespace) -> int:
     # uvicorn.Server, not uvicorn.run, which swallows the stop that uvicorn re-raises once it has shut down
     uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=args.port, log_level="warning")).run()
     return 0
+
+
+def _stop_line(args: argparse.Namespace, again: str) -> str:
+    """What a stop leaves: with --store the runs are in the file and the same command goes on with them."""
+    if args.store:
+        return f"to resume, rerun: {again}"
+    return ("its runs lived in memory and are gone: nothing resumes (pass --store FILE to keep runs across "
+            "restarts)")
