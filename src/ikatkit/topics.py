@@ -246,7 +246,8 @@ def load_topics(path: str | Path, year: int | None = None) -> Topics:
     """Read a topic file of any supported year (detected from its shape unless ``year`` is given)."""
     path = Path(path)
     if not path.is_file():
-        raise IkatError("topic file not found", path=path, fix=path_fix(path, "pass the path of the year's topics JSON"))
+        raise IkatError("topic file not found", path=path,
+                        fix=path_fix(path, "pass the path of the year's topics JSON"))
     text = path.read_text(encoding="utf-8")
     if not text.strip():
         raise IkatError("topic file is empty", path=path, fix="pass the organizers' topics JSON")

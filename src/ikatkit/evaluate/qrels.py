@@ -22,7 +22,8 @@ def load_qrels(path: str | Path) -> Qrels:
     naming both lines."""
     path = Path(path)
     if not path.is_file():
-        raise IkatError("qrels file not found", path=path, fix=path_fix(path, "pass the year's qrels (e.g. 2023 qrels.txt)"))
+        raise IkatError("qrels file not found", path=path,
+                        fix=path_fix(path, "pass the year's qrels (e.g. 2023 qrels.txt)"))
     qrels: Qrels = {}
     lines: dict[tuple[str, str], int] = {}
     repeated = 0
