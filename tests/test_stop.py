@@ -193,3 +193,25 @@ def test_a_stopped_dense_encode_resumes_with_the_shards_left(passages_jsonl, tmp
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["counts"] == {"passages": 60, "shards": 6}
     assert {name: (out / "embeddings" / name).stat().st_mtime_ns for name in kept} == kept  # not encoded again
+
+
+def test_a_stopped_llm_command_keeps_its_outputs_and_resumes(ikat2023, tmp_path, capsys):
+    """persona-eval with the bundled SmolLM2 on a real llama.cpp server: the group's SIGINT leaves the LLM outputs
+    cached so far, and the resume line's command takes them from the cache."""
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed by `make setup-test`")
+    import re
+
+    from ikatkit.llm.server import llama_cpp_server
+
+    cache = tmp_path / "cache"
+    with llama_cpp_server("bundled:smollm2", n_threads=1, ready_timeout=90) as url:
+        config = tmp_path / "llm.toml"
+        config.write_text(f'[llm]\nbackend = "openai"\nmodel = "smollm2"\nbase_url = "{url}"\n')
+        args = ["persona-eval", "--topics", str(ikat2023 / "test_topics.json"), "--conversations", "9-1", "9-2",
+                "10-1", "--llm-config", str(config), "--llm-only", "--max-new-tokens", "16", "--cache", str(cache)]
+        log = tmp_path / "persona.txt"
+        stop_when(start(args, log), lambda: any((cache / "llm").rglob("*.json")), signal.SIGINT, args, log)
+        kept = len(list((cache / "llm").rglob("*.json")))
+        assert main(args) == 0
+    hits = re.search(r"llm smollm2: (\d+) utterances \((\d+) from the cache\)", capsys.readouterr().out)
+    assert hits and 0 < kept == int(hits[2]) < int(hits[1])  # stopped mid-way, then only the rest asked
