@@ -134,7 +134,10 @@ def test_readers_on_every_format(tmp_path):
 
 def test_real_passages_index_finds_them(passages_index, passages_jsonl):
     manifest = json.loads((passages_index / "manifest.json").read_text())
-    assert manifest["counts"] == {"documents": 894, "passages": 894, "skipped": 0}
+    ids = [json.loads(line)["id"] for line in passages_jsonl.read_text(encoding="utf-8").splitlines()]
+    documents = {pid.rsplit(":", 1)[0] for pid in ids}
+    assert len(ids) == 894 and len(documents) == 550  # ClueWeb22 documents, several passages each
+    assert manifest["counts"] == {"documents": 550, "passages": 894, "skipped": 0}
     assert stats(passages_index)["lucene"]["documents"] == 894
     from ikatkit.retrieve.bm25 import Bm25Searcher
 

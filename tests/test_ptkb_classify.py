@@ -146,3 +146,61 @@ def test_baseline_files_and_trec_input(released: Path, tmp_path: Path) -> None:
                  "--out", str(result)]) == 0
     expected = classify_ptkb({qid: {"1": 2.0, "2": 1.0} for qid in keyed}, qrels, 1)
     assert json.loads(result.read_text())["mean"] == pytest.approx(expected.mean)
+
+
+def _gold(topics_file: Path, path: Path, year: str) -> Path:
+    """The run citing the topics' own PTKB provenance, written in ``year``'s official format."""
+    from ikatkit.runs.io import write_run
+    from runs_gold import gold_run
+
+    run = gold_run(load_topics(topics_file))
+    run.team_id = "t"
+    write_run(run, path, year)
+    return path
+
+
+def _error(capsys, *args: str) -> str:
+    assert main(list(args)) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("classify", [[], ["--classify"]])
+def test_an_interactive_run_is_not_scored_against_offline_ptkb_qrels(released: Path, capsys, classify) -> None:
+    run = released / "interactive-runs" / "orga-llama8b-bm25-minilm-llama8b-v2.jsonl"
+    line = _error(capsys, "eval-ptkb", str(run), "--qrels", str(released / "qrels-ptkb-nist.trec"), *classify)
+    assert "is interactive: its turn ids are the simulated user's turns, not the offline turns" in line
+    assert "fix: score an offline run" in line and "eval-responses RUN --rubrics" in line
+
+
+@pytest.mark.parametrize("classify", [[], ["--classify"]])
+def test_another_years_ptkb_qrels_are_recognised(released: Path, ikat2023: Path, tmp_path: Path, capsys,
+                                                 classify) -> None:
+    run2023 = _gold(ikat2023 / "test_topics.json", tmp_path / "run2023.json", "2023")
+    line = _error(capsys, "eval-ptkb", str(run2023), "--qrels", str(released / "qrels-ptkb-nist.trec"), *classify)
+    assert "these are 2025 PTKB qrels (statement ids such as 'ptkb-1-1-0') and the run is a 2023 run" in line
+    assert "passage qrels" not in line and "ptkb_qrels.nist.txt" in line
+    topics2025 = released / "2025_test_topics.json"
+    run2025 = _gold(topics2025, tmp_path / "run2025.jsonl", "2025")
+    line = _error(capsys, "eval-ptkb", str(run2025), "--topics", str(topics2025), "--qrels",
+                  str(ikat2023 / "ptkb_qrels.nist.txt"), *classify)
+    assert "these are 2023/2024 PTKB qrels" in line and "qrels-ptkb-nist.trec" in line
+
+
+def test_a_2025_run_ranks_statements_against_the_2025_ptkb_qrels(released: Path, tmp_path: Path) -> None:
+    """The released qrels' ptkb-<conversation>-<i> ids are keys for ranking measures too (as for --classify)."""
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.ptkb import evaluate_ptkb, ptkb_rankings
+    from ikatkit.runs.io import read_run
+
+    topics2025 = released / "2025_test_topics.json"
+    run = read_run(_gold(topics2025, tmp_path / "run2025.jsonl", "2025"), topics=load_topics(topics2025))
+    qrels = load_qrels(released / "qrels-ptkb-nist.trec")
+    result = evaluate_ptkb(run, qrels, ["nDCG@5", "P(rel=1)@5"])
+    # the same by ir-measures on qrels keyed by hand: ptkb-<conversation>-<i> -> str(i + 1)
+    by_hand = {q: {k.rsplit("-", 1)[1]: g for k, g in judged.items()} for q, judged in qrels.items()}
+    by_hand = {q: {str(int(k) + 1): g for k, g in judged.items()} for q, judged in by_hand.items()}
+    expected = evaluate(ptkb_rankings(run), by_hand, ["nDCG@5", "P(rel=1)@5"])
+    assert result.evaluated == expected.evaluated and len(result.evaluated) > 10
+    assert result.mean == pytest.approx(expected.mean) and 0 < result.mean["nDCG@5"] < 1

@@ -106,8 +106,24 @@ def test_sim_measures_need_recorded_judgements(released):
     from ikatkit.evaluate.responses.data import ResponseRun
 
     result = evaluate_response_runs([ResponseRun("plain", {"1-1_1": "An answer."})], rubrics=released / "rubrics.json",
-                                    measures=["SimRubricScore"])["plain"]
+                                    measures=["SimRubricScore", "Words"])["plain"]
     assert any("records no simulator judgements" in w for w in result.info["warnings"])
+    assert result.mean == {"Words": 2.0}  # not computed: absent, never 0
+
+
+def test_a_run_without_judgements_prints_no_sim_figure(released, tmp_path, capsys):
+    from ikatkit.cli import main
+
+    rows = _rows(released / "interactive-runs" / ORGA)[:4]
+    for row in rows:
+        row["responses"][0].pop("user_rubrik_score")
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["eval-responses", str(bare), "--rubrics", str(released / "rubrics.json"),
+                 "--measures", "SimRubricScore", "SimRubricCoverage", "SimTurnsToCover", "Words"]) == 0
+    captured = capsys.readouterr()
+    assert "Sim" not in captured.out and "\tWords\tall\t" in captured.out
+    assert "records no simulator judgements" in captured.err
 
 
 def test_rubrics_json_as_released(released):
@@ -243,3 +259,26 @@ def read_run_rows(rows: list[dict]):
     from ikatkit.runs.io import from_records
 
     return from_records([(f"line {n}", row) for n, row in enumerate(rows, start=1)], "interactive")
+
+
+def test_one_count_of_turns_for_a_released_run(released, tmp_path, capsys):
+    """validate, eval-responses, compare and report count the answered rows; the farewells (text null) are no
+    turns, and the simulator's rows of whole dialogues are not counted as turns either."""
+    from ikatkit.cli import main
+
+    orga = released / "interactive-runs" / ORGA
+    rows = _rows(orga)
+    turns = sum(1 for r in rows if r["responses"][0]["text"] is not None)
+    assert len(rows) - turns == 17 and turns == 106  # one farewell per topic
+    topics = ["--topics", str(released / "2025_test_topics.json")]
+    assert main(["validate", str(orga), *topics]) == 0
+    assert f"(2025-interactive run, {turns} turns;" in capsys.readouterr().out
+    assert main(["eval-responses", str(orga), "--rubrics", str(released / "rubrics.json"), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)[ORGA[:-6]]["evaluated"] == turns
+    assert f"{turns} turns evaluated (and 17 whole dialogues), 0 turns missing" in captured.err
+    for command in ("compare", "report"):
+        assert main([command, str(orga), "--rubrics", str(released / "rubrics.json"), *topics, "--measures", "Words",
+                     "--out", str(tmp_path / command)]) == 0
+    assert f"answers {turns} of the {turns} judged turns (0 unranked)" in capsys.readouterr().out
+    assert f"answers {turns} of the {turns} judged turns" in (tmp_path / "report" / "report.html").read_text()

@@ -106,9 +106,9 @@ def test_an_unknown_rewrite_task_names_its_config_line(tmp_path):
 
 
 @pytest.mark.parametrize("edit, where, message, fix", [
-    (("k = 20", 'k = "ten"'), "stages[2].k", "k = 'ten' is not of type int", "int"),
-    (("k = 20", "kk = 5"), "stages[2].kk", "unknown option 'kk'", "['expand_ptkb', 'k']"),
-    (("expand_ptkb = false", "expand_ptkb = 1"), "stages[2].expand_ptkb", "is not of type bool", "bool"),
+    (("k = 20", 'k = "ten"'), "stages[2].k (retrieve)", "k = 'ten' is not of type int", "int"),
+    (("k = 20", "kk = 5"), "stages[2].kk (retrieve)", "unknown option 'kk'", "['expand_ptkb', 'k']"),
+    (("expand_ptkb = false", "expand_ptkb = 1"), "stages[2].expand_ptkb (retrieve)", "is not of type bool", "bool"),
     (("batch_size = 4", "batch_size = 0"), "batch_size", "batch_size = 0 is not a positive integer", "1 or more"),
     (("batch_size = 4", 'batch_size = "4"'), "batch_size", "batch_size = '4' is not a int", "configs/demo.toml"),
     (('task = "extractive"', 'task = "rtg_response"'), "stages[3] (respond)", "needs an LLM", "extractive"),

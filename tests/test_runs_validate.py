@@ -303,3 +303,23 @@ def test_2026_interactive_runs_are_keyed_by_user_and_cite_at_most_ten(demo_dir, 
     write_run(read_run(dump), written, "2026-interactive")
     row = json.loads(written.read_text())
     assert row["metadata"]["user_id"] == "a" and len(row["responses"][0]["citations"]) == 10
+
+
+def test_another_years_topics_are_said_first(real_topics, ikat2023, tmp_path, capsys):
+    released = ikat2023.parent / "2025-released"
+    if not (released / "2025_test_topics.json").exists():
+        pytest.skip(f"the 2025 release is not at {released}")
+    run = tmp_path / "run2023.json"
+    write_run(gold_run(real_topics), run, "2023")
+    topics2025 = load_topics(released / "2025_test_topics.json")
+    unknown = [t.qid for t in real_topics if t.qid not in set(topics2025.qids)]
+    assert main(["validate", str(run), "--topics", str(released / "2025_test_topics.json")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("ERROR   wrong-topics: another year's topics: a 2023 run, 2025 topics (the errors below "
+                        f"follow from it) — e.g. {len(unknown)} of its 332 turns are not in them — fix: pass the "
+                        "2023 topics the run answers (--topics)")
+    assert len(unknown) == 316 and any("ptkb-text-mismatch" in line for line in lines[1:])
+    # the same year, another set: said first too, without a year
+    report = validate_run(run, ikat2023 / "train_topics.json")
+    assert report.problems[0].code == "wrong-topics" and "train instead of test" in report.problems[0].fix
+    assert validate_run(run, real_topics).find("wrong-topics") == []

@@ -39,21 +39,23 @@ def start(args: list[str], log: Path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=log.open("w"))
 
 
-def stop_when(process: subprocess.Popen, ready: Callable[[], bool], signum: int, args: list[str], log: Path) -> None:
-    """Send ``signum`` once ``ready()``; assert a prompt exit with the resume line and code 128 + signum."""
+def stop_when(process: subprocess.Popen, ready: Callable[[], bool], signum: int, args: list[str], log: Path,
+              said: str | None = None) -> None:
+    """Send ``signum`` to the process's group once ``ready()``; assert a prompt exit with code 128 + signum and the
+    resume line (or the line ``said`` after the signal's name)."""
     deadline = time.monotonic() + 180
     while not ready():
         assert process.poll() is None, f"ended before it could be stopped:\n{log.read_text()}"
         assert time.monotonic() < deadline, log.read_text()
         time.sleep(0.01)
-    process.send_signal(signum)
+    os.killpg(process.pid, signum)  # the whole group, as a terminal sends Ctrl-C: workers and servers too
     sent = time.monotonic()
     code = process.wait(60)
     assert time.monotonic() - sent < 20
     again = shlex.join(["ikatkit", *args])
     last = log.read_text().splitlines()[-1]
-    assert (code, last) == (128 + signum,
-                            f"ikatkit: stopped by {signal.Signals(signum).name}; to resume, rerun: {again}")
+    assert (code, last) == (128 + signum, f"ikatkit: stopped by {signal.Signals(signum).name}; "
+                                          + (said or f"to resume, rerun: {again}"))
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +150,68 @@ def test_a_second_signal_ends_a_hanging_stop_at_once():
     process = subprocess.Popen([sys.executable, "-c", HANGING_CLEANUP], env=ENV, start_new_session=True,
                                stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline() == "working\n"
-    process.send_signal(signal.SIGINT)
+    os.killpg(process.pid, signal.SIGINT)
     assert process.stdout.readline() == "cleaning up\n"
-    process.send_signal(signal.SIGINT)
+    os.killpg(process.pid, signal.SIGINT)
     assert process.wait(5) == -signal.SIGINT  # the default action: ended by the signal, as a shell reports 130
+
+
+def test_a_simulator_without_a_store_says_nothing_resumes(ikat2023, tmp_path):
+    port = free_port()
+    args = ["simulate", "--topics", str(ikat2023 / "test_topics.json"), "--conversations", "9-1", "--port", str(port)]
+    log = tmp_path / "simulate.txt"
+    server = start(args, log)
+    try:
+        wait_until_serving(server, f"http://127.0.0.1:{port}", 60, log.read_text)
+        stop_when(server, lambda: True, signal.SIGINT, args, log,
+                  said="its runs lived in memory and are gone: nothing resumes (pass --store FILE to keep runs "
+                       "across restarts)")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def test_a_stopped_dense_encode_resumes_with_the_shards_left(passages_jsonl, tmp_path):
+    """Ray's workers get the terminal's SIGINT with the command: the finished shards are kept, the group ends, and
+    the resume line's command encodes only the others."""
+    subset = tmp_path / "60.jsonl"
+    subset.write_text("".join(passages_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:60]))
+    out = tmp_path / "dense"
+    args = ["index", "dense", str(subset), "--out", str(out), "--shard-size", "10", "--workers", "1"]
+    log = tmp_path / "dense.txt"
+    process = start(args, log)
+    stop_when(process, lambda: any((out / "embeddings").glob("*.npy")), signal.SIGINT, args, log)
+    kept = {p.name: p.stat().st_mtime_ns for p in (out / "embeddings").glob("*.npy")}
+    assert 0 < len(kept) < 6 and not (out / "manifest.json").exists()
+    with pytest.raises(ProcessLookupError):  # nothing of the group runs on: Ray's workers stopped with it
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            os.killpg(process.pid, 0)
+            time.sleep(0.2)
+    assert main(args) == 0
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["counts"] == {"passages": 60, "shards": 6}
+    assert {name: (out / "embeddings" / name).stat().st_mtime_ns for name in kept} == kept  # not encoded again
+
+
+def test_a_stopped_llm_command_keeps_its_outputs_and_resumes(ikat2023, tmp_path, capsys):
+    """persona-eval with the bundled SmolLM2 on a real llama.cpp server: the group's SIGINT leaves the LLM outputs
+    cached so far, and the resume line's command takes them from the cache."""
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed by `make setup-test`")
+    import re
+
+    from ikatkit.llm.server import llama_cpp_server
+
+    cache = tmp_path / "cache"
+    with llama_cpp_server("bundled:smollm2", n_threads=1, ready_timeout=90) as url:
+        config = tmp_path / "llm.toml"
+        config.write_text(f'[llm]\nbackend = "openai"\nmodel = "smollm2"\nbase_url = "{url}"\n')
+        args = ["persona-eval", "--topics", str(ikat2023 / "test_topics.json"), "--conversations", "9-1", "9-2",
+                "10-1", "--llm-config", str(config), "--llm-only", "--max-new-tokens", "16", "--cache", str(cache)]
+        log = tmp_path / "persona.txt"
+        stop_when(start(args, log), lambda: any((cache / "llm").rglob("*.json")), signal.SIGINT, args, log)
+        kept = len(list((cache / "llm").rglob("*.json")))
+        assert main(args) == 0
+    hits = re.search(r"llm smollm2: (\d+) utterances \((\d+) from the cache\)", capsys.readouterr().out)
+    assert hits and 0 < kept == int(hits[2]) < int(hits[1])  # stopped mid-way, then only the rest asked

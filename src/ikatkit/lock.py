@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -48,11 +49,19 @@ def locked(path: Path, refused: str, *, where: Path, fix: str) -> Iterator[None]
         handle.close()
 
 
-def run_lock(out: Path) -> AbstractContextManager[None]:
-    """Hold ``out/run.lock`` while a run writes ``out``; refuse if another process holds it."""
+@contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """Hold ``out/run.lock`` while a run writes ``out``; refuse if another process holds it. A folder made here is
+    removed again if the run left nothing in it (a wrong input found after the lock: no empty folder behind)."""
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    return locked(out / "run.lock", "another run is writing this folder ({holder})", where=out,
-                  fix="wait for it to end, or stop it; --restart does not override a live run")
+    try:
+        with locked(out / "run.lock", "another run is writing this folder ({holder})", where=out,
+                    fix="wait for it to end, or stop it; --restart does not override a live run"):
+            yield
+    finally:
+        if made and not any(p.is_file() or p.is_symlink() for p in out.rglob("*")):
+            shutil.rmtree(out, ignore_errors=True)  # empty folders only
 
 
 def index_lock(out: Path) -> AbstractContextManager[None]:

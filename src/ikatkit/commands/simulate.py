@@ -55,7 +55,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rubrics", help="llm users: the rubric questions they pursue per conversation (rubrics.json or "
                                      "rubrics.csv) instead of the persona's questions")
     p.add_argument("--user-map", help="write the simulated users' id -> type map here (JSON), for eval --user-types")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, on_stop=_stop_line)
 
 
 def check_port(port: int) -> None:
@@ -143,3 +143,11 @@ def simulator(args: argparse.Namespace, token: str) -> Simulator:
     ptkb = {c.id: list(c.ptkb.values()) for c in topics.conversations}
     return Simulator(users, {token: args.team}, store=args.store, run_limit=args.runs, session_limit=args.sessions,
                      ptkb=ptkb, edition=edition, user_types=user_types)
+
+
+def _stop_line(args: argparse.Namespace, again: str) -> str:
+    """What a stop leaves: with --store the runs are in the file and the same command goes on with them."""
+    if args.store:
+        return f"to resume, rerun: {again}"
+    return ("its runs lived in memory and are gone: nothing resumes (pass --store FILE to keep runs across "
+            "restarts)")

@@ -60,8 +60,9 @@ def rankings_of(run: Run | Rankings | str | Path) -> Rankings:
     return read_run(run).trec_ranking()
 
 def _looks_like_ptkb(ids: set[str]) -> bool:
-    """PTKB keys are small integers; passage ids are ``doc_id:passage_no``."""
-    return bool(ids) and all(i.isdigit() for i in ids)
+    """PTKB keys are small integers (2025 qrels: ``ptkb-<conversation>-<i>``); passage ids are
+    ``doc_id:passage_no``."""
+    return bool(ids) and all(i.isdigit() or i.startswith("ptkb-") for i in ids)
 
 
 def check_overlap(rankings: Rankings, qrels: Qrels, evaluated: list[str]) -> None:
@@ -79,8 +80,8 @@ def check_overlap(rankings: Rankings, qrels: Qrels, evaluated: list[str]) -> Non
     qrels_ids = {d for q in evaluated for d in qrels[q]}
     if not run_ids & qrels_ids:
         if _looks_like_ptkb(qrels_ids) and not _looks_like_ptkb(run_ids):
-            fix = "these look like PTKB qrels (ids such as '3'): use `ikatkit eval-ptkb` with them, or pass the " \
-                  "passage qrels (e.g. 2023 qrels.txt)"
+            fix = "these look like PTKB qrels (ids such as '3' or 'ptkb-9-1-0'): use `ikatkit eval-ptkb` with " \
+                  "them, or pass the passage qrels (e.g. 2023 qrels.txt)"
         elif _looks_like_ptkb(run_ids) and not _looks_like_ptkb(qrels_ids):
             fix = "these look like passage qrels: PTKB rankings go with PTKB qrels (e.g. 2023 ptkb_qrels.nist.txt)"
         else:

@@ -7,6 +7,7 @@ from pathlib import Path
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.evaluate import EvalResult, evaluate
 from ikatkit.evaluate.measures import PTKB_MEASURES
+from ikatkit.evaluate.ptkb_classify import ptkb_qrels_keys
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.runs.model import Run
 
@@ -38,9 +39,10 @@ def ptkb_rankings(run: Run | dict[str, dict[str, float]]) -> dict[str, dict[str,
 
 def evaluate_ptkb(rankings: dict[str, dict[str, float]] | Run, ptkb_qrels: Qrels | str | Path,
                   measures: list[str] | tuple[str, ...] | None = None, missing: str = "skip") -> EvalResult:
-    """nDCG@5, P@5, R@5 and AP of PTKB rankings (turns with an empty ranking count as missing)."""
+    """nDCG@5, P@5, R@5 and AP of PTKB rankings (turns with an empty ranking count as missing); the released 2025
+    qrels' ``ptkb-<conversation>-<i>`` ids are read as keys (:func:`ptkb_qrels_keys`)."""
     rankings = ptkb_rankings(rankings)
-    qrels = ptkb_qrels if isinstance(ptkb_qrels, dict) else load_qrels(ptkb_qrels)
+    qrels = ptkb_qrels_keys(ptkb_qrels if isinstance(ptkb_qrels, dict) else load_qrels(ptkb_qrels))
     if not any(rankings.get(q) for q in qrels):
         raise IkatError(f"the run has no PTKB provenance for any of the {len(qrels)} judged turns",
                         fix="pass a run with PTKB provenance (or {qid: {ptkb_key: score}}) and the PTKB qrels")

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from ikatkit.errors import IkatError
+from ikatkit.suggest import path_fix
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,8 @@ def load_qrels(path: str | Path) -> Qrels:
     naming both lines."""
     path = Path(path)
     if not path.is_file():
-        raise IkatError("qrels file not found", path=path, fix="pass the year's qrels (e.g. 2023 qrels.txt)")
+        raise IkatError("qrels file not found", path=path,
+                        fix=path_fix(path, "pass the year's qrels (e.g. 2023 qrels.txt)"))
     qrels: Qrels = {}
     lines: dict[tuple[str, str], int] = {}
     repeated = 0

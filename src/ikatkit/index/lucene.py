@@ -21,6 +21,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST
+from ikatkit.suggest import path_fix
 
 ID_FIELD = "id"  # Anserini's Constants.ID
 TEXT_FIELDS = ("raw", "contents")  # stored: the source JSON (-storeRaw), else the text (-storeContents)
@@ -106,7 +107,7 @@ def open_index(index: str | Path) -> IndexInfo:
 def _open(folder: str) -> IndexInfo:
     path = Path(folder)
     if not path.is_dir():
-        raise IkatError("no index folder here", path=path, fix="give the folder of a Lucene index")
+        raise IkatError("no index folder here", path=path, fix=path_fix(path, "give the folder of a Lucene index"))
     own = path / MANIFEST
     if not any(path.glob("segments_*")):
         if own.exists() or any(path.glob(".*.building-*")):

@@ -67,13 +67,13 @@ class OpenAILLM(LLM):
             raise IkatError(f"model {self.model!r} not found", where=self.where,
                             fix="set `model` to one the server serves (GET /v1/models lists them)") from None
         except (errors.RateLimitError, errors.InternalServerError, errors.APIConnectionError) as err:
-            from ikatkit.llm.server import exit_report
+            from ikatkit.llm.server import exit_report, rebuild_fix
 
             died = exit_report(self.where)
             if died:
                 raise IkatError(f"{type(err).__name__}: {died}", where=self.where,
-                                fix="its log lines say why; a crash on this CPU (SIGSEGV, SIGILL): rebuild "
-                                    "llama-cpp-python for any x86-64 CPU (docs/install.md, llama.cpp)") from None
+                                fix="its log lines say why; a crash on this CPU (SIGSEGV, SIGILL): "
+                                    + rebuild_fix(None)) from None
             raise IkatError(f"giving up after {self.max_retries + 1} attempts: {type(err).__name__}: {err}",
                             where=self.where, fix="check that the server runs, or raise max_retries") from None
         except errors.APIStatusError as err:

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.util import find_spec
+from pathlib import Path
 from typing import IO
 
 from ikatkit.errors import IkatError
@@ -40,6 +41,24 @@ def exit_report(url: str | None) -> str | None:
     log.seek(0)
     tail = " / ".join(line.strip() for line in log.read().splitlines()[-4:] if line.strip())
     return f"the llama.cpp server ikatkit started at {url} exited with code {code}{name}; its log ends: {tail}"
+
+
+def rebuild_fix(code: int | None, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """What rebuilds llama.cpp for this CPU after its server exited with ``code``: on an x86-64 CPU without AVX2
+    (``flags`` in ``cpuinfo``) the default build dies with SIGILL, and only a native or basic build runs."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
+                      if line.startswith("flags")), None)
+    except OSError:
+        flags = None
+    if flags is not None and "avx2" not in flags:
+        lead = ("this CPU has no AVX2, which the default llama.cpp build (LLAMA_CPU=portable) runs"
+                + (" (hence SIGILL)" if code == -signal.SIGILL else ""))
+        return (f"{lead}: in a checkout `make setup-test LLAMA_CPU=native` (this CPU only) or `LLAMA_CPU=basic` "
+                "(no AVX); docs/install.md, llama.cpp")
+    return ("rebuild llama.cpp for this CPU: in a checkout `make setup-test LLAMA_CPU=native`, or for any x86-64 "
+            "CPU with AVX2 `make setup-test LLAMA_CPU=portable` (the Makefile rebuilds when LLAMA_CPU changes; "
+            "docs/install.md, llama.cpp)")
 
 
 def completion_problem(url: str, model: str = "local", timeout: float = 60.0) -> str | None:
@@ -88,9 +107,11 @@ def llama_cpp_server(model: str, *, port: int | None = None, n_ctx: int = 2048, 
             except OSError:
                 if process.poll() is not None:
                     log.seek(0)
-                    raise IkatError(f"llama.cpp server exited ({process.returncode}): "
-                                    f"{log.read()[-500:]}",
-                                    path=model, fix="check that the file is a GGUF model") from None
+                    code = process.returncode
+                    crashed = code < 0 and -code in (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS)
+                    raise IkatError(f"llama.cpp server exited ({code}): {log.read()[-500:]}", path=model,
+                                    fix=rebuild_fix(code) if crashed else "check that the file is a GGUF model",
+                                    ) from None
                 if time.monotonic() > deadline:
                     raise IkatError(f"llama.cpp server did not answer within {ready_timeout:.0f} s", where=url,
                                     fix="raise ready_timeout on a busy machine") from None
@@ -100,8 +121,7 @@ def llama_cpp_server(model: str, *, port: int | None = None, n_ctx: int = 2048, 
         if problem:
             raise IkatError(f"the llama.cpp server answers /v1/models but not one tiny completion ({problem}); "
                             + (exit_report(url) or "it still runs"), path=model,
-                            fix="rebuild llama-cpp-python for any x86-64 CPU: in a checkout "
-                                "`rm .venv/.setup-test && make setup-test` (docs/install.md, llama.cpp)")
+                            fix=rebuild_fix(process.poll()))
         yield url
     finally:
         _STARTED.pop(url, None)

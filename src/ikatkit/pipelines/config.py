@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.suggest import path_fix
 from ikatkit.pipelines.base import INITIAL_FIELDS, Placement, Stage
 from ikatkit.pipelines.options import check_options, fits
 from ikatkit.pipelines.registry import stage_class, stages
@@ -91,7 +92,7 @@ def load_config(path: str | Path) -> RunConfig:
 
     path = Path(path)
     if not path.is_file():
-        raise IkatError("config not found", path=path, fix="pass one of the files in configs/")
+        raise IkatError("config not found", path=path, fix=path_fix(path, "pass one of the files in configs/"))
     text = path.read_text(encoding="utf-8")
     try:
         raw = tomllib.loads(text)
@@ -171,8 +172,8 @@ def _check_stage_options(path: Path | None, where: str, cls: type[Stage], option
         check_options(cls.__init__, plain, PARAMS)
         return {**options, **stage_resources(cls, options, resources)}
     except IkatError as err:
-        raise IkatError(err.message, path=path, where=f"{where}.{err.where}" if err.where else where,
-                        fix=err.fix) from None
+        place = f"{where}.{err.where}" if err.where else where
+        raise IkatError(err.message, path=path, where=f"{place} ({cls.name})", fix=err.fix) from None
 
 
 def check_order(placed: list[tuple[type[Stage], dict[str, Any]]], path: Path | None = None,

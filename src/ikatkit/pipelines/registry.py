@@ -22,6 +22,7 @@ from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from ikatkit.errors import IkatError
+from ikatkit.suggest import did_you_mean
 from ikatkit.pipelines.base import Stage
 
 BUILTIN_MODULES = ("ikatkit.pipelines.stages", "ikatkit.pipelines.context", "ikatkit.pipelines.refine",
@@ -104,7 +105,8 @@ def stage_class(name: str) -> type[Stage]:
         raise _broken[name]
     if found is None:
         raise IkatError(f"unknown stage {name!r}", where="stage",
-                        fix=f"use one of {sorted(_registered)} (`ikatkit stages` lists them)")
+                        fix=did_you_mean(name, _registered, f"use one of {sorted(_registered)} (`ikatkit stages` "
+                                                            "lists them)"))
     return found
 
 

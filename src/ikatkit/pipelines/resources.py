@@ -16,6 +16,7 @@ from typing import Any
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.options import check_options
+from ikatkit.suggest import did_you_mean
 
 PARAMS = ("llm", "ranker", "searcher")  # the stage parameters a resource fills
 
@@ -191,7 +192,8 @@ def stage_resources(cls: type[Stage], options: dict[str, Any],
         if param in options:
             name = options[param]
             if name not in resources:
-                raise IkatError(f"{param} {name!r} is not a declared resource", fix=f"declare [resources.{name}]")
+                raise IkatError(f"{param} {name!r} is not a declared resource", where=param,
+                                fix=did_you_mean(name, fitting or resources) or f"declare [resources.{name}]")
             if name not in fitting:
                 raise IkatError(f"{param} {name!r} is a {resources[name].get('kind')!r} resource", where=param,
                                 fix=f"name a resource of kind {list(PARAM_KINDS[param])}")

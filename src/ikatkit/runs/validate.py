@@ -70,6 +70,8 @@ RULES: dict[str, Rule] = {
     "empty-run": Rule(E, "no turn has a passage (or, in a response-only run, a response text)",
                       "check the pipeline: its retrieval produced nothing"),
     "bad-turn-id": Rule(E, "malformed turn id", "turn ids look like 9-1_3"),
+    "wrong-topics": Rule(E, "most of the run's turns are not in these topics (the errors below follow from it)",
+                         "pass the topics the run answers (--topics)"),
     "unknown-turn": Rule(E, "turn not in the topics", "use the turn ids of this year's test topics"),
     "duplicate-turn": Rule(E, "turn appears more than once", "write each turn once, with all its responses"),
     "missing-turn": Rule(E, "turn of the topics missing from the run", "write one entry per turn of the topics"),
@@ -249,6 +251,7 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
     else:
         run = from_records(records, fmt.removesuffix("-2026"), path, topics)
     _RunChecks(run, topics, fmt, template, collector).check()
+    _check_topics(run, fmt, topics, collector)
     if ids is not None:
         _check_ids(run, passage_ids(ids), collector)
     official = template.rule("max_warnings") if template is not None else None
@@ -258,6 +261,25 @@ def validate_run(run_or_path: Run | str | Path, topics: Topics | str | Path, *,
         collector.add("too-many-warnings", example=f"{warnings} > {limit}",
                       severity=W if max_warnings is None else None)
     return _report(collector, source, fmt, topics, len(run.turns))
+
+
+def _check_topics(run: Run, fmt: str, topics: Topics, c: _Collector) -> None:
+    """Put first one error where most of the run's turns are not in the topics, naming the years where they differ
+    (a TREC run or a dict says no year)."""
+    unknown = next((len(p.turns) for (code, _), p in c.groups.items() if code == "unknown-turn"), 0)
+    if not run.turns or unknown * 2 <= len(run.turns):
+        return
+    year = fmt[:4] if fmt[:4].isdigit() else None
+    counts = f"{unknown} of its {len(run.turns)} turns are not in them"
+    if year and year != str(topics.year):
+        c.add("wrong-topics", message=f"another year's topics: a {year} run, {topics.year} topics (the errors "
+                                      "below follow from it)", example=counts,
+              fix=f"pass the {year} topics the run answers (--topics)")
+    else:
+        c.add("wrong-topics", example=f"{topics.year} topics: {counts}",
+              fix="pass the topics the run answers (--topics): another year's, or train instead of test")
+    key = next(key for key in c.groups if key[0] == "wrong-topics")
+    c.groups = {key: c.groups[key], **c.groups}
 
 
 def _rules_of(fmt: str, template: Template | None, topics: Topics) -> Template:

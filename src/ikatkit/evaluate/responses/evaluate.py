@@ -179,6 +179,11 @@ def _evaluate(run: ResponseRun, declared: list[ResponseMeasure], scorers: Respon
     mean = {}
     for label in [_label(m, scorers) for m in declared]:
         column = [v[label] for v in per_query.values() if label in v]
-        mean[label] = sum(column) / len(column) if column else 0.0
+        if column:  # a measure no turn has a value of is absent (its warning says why), never 0
+            mean[label] = sum(column) / len(column)
     per_query = {q: v for q, v in per_query.items() if v}
-    return EvalResult(mean, per_query, list(per_query), [] if missing == "zero" else lacking, info)
+    dialogues = [q for q in per_query if q not in responses]  # rows of whole dialogues, keyed by topic: no turns
+    if dialogues:
+        info["dialogues"] = dialogues
+    evaluated = [q for q in per_query if q in responses]
+    return EvalResult(mean, per_query, evaluated, [] if missing == "zero" else lacking, info)
