@@ -9,6 +9,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.lucene.index.LeafReaderContext;
@@ -90,14 +91,22 @@ public final class ParallelSearch implements AutoCloseable {
     Weight weight = searcher.createWeight(searcher.rewrite(query), ScoreMode.TOP_SCORES, 1f);
     Shared shared = new Shared();
     List<Future<List<ScoreDoc>>> helpers = new ArrayList<>();
+    List<AtomicBoolean> claims = new ArrayList<>();  // set by whoever comes first: the helper or the caller
     for (int i = 1; i < threads; i++) {
-      helpers.add(pool.submit(() -> score(weight, capped, shared)));
+      AtomicBoolean claim = new AtomicBoolean();
+      claims.add(claim);
+      helpers.add(pool.submit(() -> claim.compareAndSet(false, true) ? score(weight, capped, shared)
+                                                                      : new ArrayList<ScoreDoc>()));
     }
     List<ScoreDoc> found = new ArrayList<>();
     try {
       found.addAll(score(weight, capped, shared));
-      for (Future<List<ScoreDoc>> helper : helpers) {
-        found.addAll(helper.get());
+      for (int i = 0; i < helpers.size(); i++) {
+        if (claims.get(i).compareAndSet(false, true)) {  // not started (a busy machine): not waited for
+          helpers.get(i).cancel(false);
+        } else {
+          found.addAll(helpers.get(i).get());
+        }
       }
     } finally {
       shared.next.set(parts.size());  // a failure: the other threads take no further part
