@@ -3,7 +3,8 @@
 ``bench/realistic.py``, on each index as built and on a copy merged into one segment (``IndexWriter.forceMerge(1)``,
 made once beside it). Per query the fastest of ``--repeats`` rounds, the sides alternating query by query
 (``common.interleaved``); the rankings of both sides compared hit by hit. Prints one JSON with the machine's load
-average before and after: the ratio only means what it says on an otherwise quiet machine.
+average before and after: the speed-up only means what it says on an otherwise quiet machine; the CPU seconds each
+side used (all its threads: the work, which load does not change much) say what the parts cost beyond one thread.
 
     python bench/bench_parallel.py --passages 200000 2000000 [--root /work/scale-indexes] [--queries 200]
         [--threads 2] [--repeats 3] [--no-merged] [--out parallel.json]
@@ -65,8 +66,19 @@ def compare(index: Path, queries: list[str], k: int, threads: int, repeats: int,
     for query in queries[:20]:  # JIT warm-up, both paths
         for side in sides.values():
             side(query)
+    cpu = dict.fromkeys(sides, 0.0)  # the process's CPU seconds (every thread) per side: its work, load or not
+
+    def charged(name: str) -> Any:
+        def run(query: str) -> Any:
+            start = time.process_time()
+            try:
+                return sides[name](query)
+            finally:
+                cpu[name] += time.process_time() - start
+        return run
+
     busy, start = machine_busy_s(), time.perf_counter()
-    best, kept = interleaved(queries, sides, repeats, keep=set(sides))
+    best, kept = interleaved(queries, {name: charged(name) for name in sides}, repeats, keep=set(sides))
     machine = (machine_busy_s() - busy) / (time.perf_counter() - start)
     one, many = (kept[name] for name in sides)
     leaves = searcher.searcher.getIndexReader().leaves()
@@ -75,6 +87,8 @@ def compare(index: Path, queries: list[str], k: int, threads: int, repeats: int,
              **{f"{name}_q_per_s": round(len(queries) / seconds, 1) for name, seconds in best.items()},
              **{f"{name}_ms_per_query": round(1000 * seconds / len(queries), 2) for name, seconds in best.items()},
              "speedup": round(best["1_thread"] / best[f"{threads}_threads"], 3),
+             "cpu_s": {name: round(seconds, 2) for name, seconds in cpu.items()},
+             "cpu_ratio": round(cpu[f"{threads}_threads"] / cpu["1_thread"], 3),
              "same_rankings": sum(a == b for a, b in zip(one, many)), "hits": sum(map(len, one)),
              "machine_cores_busy": round(machine, 2)}
     parallel.close()
