@@ -8,7 +8,9 @@ score-only top k, ties ordered by id as Anserini's sort does, ids read from the 
 Anserini writes them, or sorted as older versions did), the
 whole ranking handed to Python as two arrays, with Anserini's score post-processing (scores rounded to
 1e-4, ties lowered by 1e-6 per tied rank, in float32). Text is fetched
-only for the passages a later stage asks for (:attr:`Bm25Searcher.texts`, from :mod:`ikatkit.index.texts`). RM3,
+only for the passages a later stage asks for (:attr:`Bm25Searcher.texts`, from :mod:`ikatkit.index.texts`). A query
+searched alone on a large index is scored in parts on every thread (``ParallelSearch.java``, :data:`PARALLEL_FROM`),
+the same ranking; a batch runs its queries side by side instead (``TopHits.submit``). RM3,
 every search when no JDK compiled the helper, and an index whose ``id`` field has no doc values go through
 Pyserini (same ranking, slower).
 """
