@@ -17,7 +17,7 @@ as the anchor, a client that answers every utterance of the same conversations w
 the server path alone). The HTTP share is HTTP p50 / (pipeline p50 + HTTP p50).
 
     PYTHONPATH=src python bench/bench_interactive.py [--data ../shared/ikat/2023] [--work .cache/bench-interactive]
-        [--configs bm25 ...] [--index /work/scale-indexes/r2000000/index]
+        [--configs bm25 ...] [--index /work/scale-indexes/r2000000/index] [--bm25-threads 2] [--depth 50]
 """
 
 from __future__ import annotations
@@ -113,6 +113,11 @@ def index_of(data: Path, work: Path) -> Path:
     return folder
 
 
+def with_threads(config: str, threads: int) -> str:
+    """A config's text with its BM25 resource on ``threads`` threads (0: as written)."""
+    return config.replace('kind = "bm25"\n', f'kind = "bm25"\nthreads = {threads}\n', 1) if threads else config
+
+
 def cross_encoder(work: Path, tiny: bool = False) -> Path:
     """A cross-encoder with an untrained one-logit head (scores meaningless: latency only), saved once under ``work``:
     the bundled MiniLM-L6 (the architecture of cross-encoder/ms-marco-MiniLM-L-6-v2), or with ``tiny`` a 2-layer
@@ -149,6 +154,9 @@ def main() -> None:
     parser.add_argument("--ce-max-length", type=int, default=512, help="tokens of a (query, passage) pair kept")
     parser.add_argument("--depth", type=int, default=10, help="candidates the MiniLM models re-rank per turn")
     parser.add_argument("--tiny-depth", type=int, default=100, help="candidates the TinyBERT-shaped one re-ranks")
+    parser.add_argument("--bm25-threads", type=int, default=0,
+                        help="threads of the BM25 resource (1: one thread; 2+: a turn's query alone in parts on an "
+                             "index of PARALLEL_FROM documents or more; 0: the config's)")
     parser.add_argument("--index", type=Path, help="search this Lucene index instead of the 894 real passages' (e.g. "
                                                    "a realistic collection of bench_scale.py: latency at its size)")
     args = parser.parse_args()
@@ -180,12 +188,13 @@ def main() -> None:
         n = args.demo_conversations if name == "demo" else args.conversations
         ids = [c.id for c in all_topics.conversations][: n or None]
         topics = all_topics.subset(ids)
-        if name in ("demo", "bm25"):
-            config = Path(__file__).resolve().parents[1] / "configs" / (
-                "demo.toml" if name == "demo" else "interactive_extractive.toml")
+        if name == "demo":
+            config = Path(__file__).resolve().parents[1] / "configs" / "demo.toml"
         else:
             config = work / f"{name}.toml"
-            config.write_text(configs[name](), encoding="utf-8")
+            text = (Path(__file__).resolve().parents[1] / "configs" / "interactive_extractive.toml").read_text(
+                encoding="utf-8") if name == "bm25" else configs[name]()
+            config.write_text(with_threads(text, args.bm25_threads), encoding="utf-8")
         sim = Simulator(replay_users(topics), {TOKEN: "bench"})
         server, thread, url = serve(sim)
         try:
@@ -209,7 +218,8 @@ def main() -> None:
         p50, p95 = percentiles(pipeline)
         h50, h95 = percentiles(http)
         a50, a95 = percentiles(empty)
-        rows.append({"config": name, "index": str(index), "conversations": len(ids), "turns": len(turns),
+        rows.append({"config": name, "index": str(index), "bm25_threads": args.bm25_threads,
+                     "load_average": os.getloadavg(), "conversations": len(ids), "turns": len(turns),
                      "wall_s": round(wall, 1),
                      "pipeline_p50": p50, "pipeline_p95": p95,
                      "turn_p50": float(np.percentile(np.add(pipeline, http), 50)),

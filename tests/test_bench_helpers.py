@@ -11,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_interactive import with_threads  # noqa: E402
 from bench_scale import disk_check, merge  # noqa: E402
 from common import interleaved  # noqa: E402
 from robustness_llm import served  # noqa: E402
@@ -72,3 +73,10 @@ def test_interleaved_sums_each_items_fastest_round():
     best, _ = interleaved([0, 1, 2], {"steady": lambda item: time.sleep(0.01), "slow_once": slow_once}, rounds=2)
     assert best["steady"] >= 0.03  # three items of at least 10 ms each
     assert best["slow_once"] < 0.1  # its second round (no sleep) is each item's fastest, not the first's 0.3 s
+
+
+def test_the_interactive_bench_puts_its_bm25_threads_into_a_config():
+    text = (ROOT / "configs" / "interactive_extractive.toml").read_text(encoding="utf-8")
+    assert tomllib.loads(with_threads(text, 2))["resources"]["bm25"] == {"kind": "bm25", "threads": 2, "k1": 0.9,
+                                                                         "b": 0.4}
+    assert with_threads(text, 0) == text

@@ -97,6 +97,7 @@ def test_what_is_detected(foreign, passages_index, capsys):
     shown = json.loads(capsys.readouterr().out)["lucene"]
     assert shown["built"] == "built outside ikatkit" and shown["documents"] == 894
     assert shown["stored_fields"] == ["id", "raw"] and shown["positions"] and shown["docvectors"]
+    assert shown["segments"] == 1 and open_index(passages_index).describe()["lucene"]["segments"] == 2
 
 
 def test_search_equals_the_own_index(foreign, passages_index, ikat2023):

@@ -138,3 +138,36 @@ def test_pruned_top_k_equals_an_exhaustive_search(passages_index, ikat2023):
         assert tops[0].totalHits.relation.toString() == "EQUAL_TO"
         pruned_any += tops[1].totalHits.relation.toString() != "EQUAL_TO"
     assert pruned_any > 100  # most queries skipped documents
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["segments", "one-segment"])
+def test_a_query_in_parts_on_two_threads_ranks_as_one_thread(passages_index, ikat2023, tmp_path_factory, merged):
+    """``ParallelSearch`` against Lucene's one-thread ``searcher.search(query, n)`` for the 332 real rewrites: the same
+    docs and scores, ties by doc id, with parts of 25 documents (36 and more ranges, pruning between them where n is
+    small). On the index as built (2 segments: ranges of each) and on a copy merged into one segment
+    (``IndexWriter.forceMerge(1)``, as bench_parallel.py makes it: ranges of the one segment)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_parallel import merged_copy
+
+    index = merged_copy(passages_index, tmp_path_factory.mktemp("merged") / "index") if merged else passages_index
+    assert Bm25Searcher(index).parallel is None  # 894 documents: below PARALLEL_FROM, one thread
+    assert Bm25Searcher(index, threads=1, parallel_from=0).parallel is None
+    searcher = Bm25Searcher(index, threads=2, parallel_from=0)
+    leaves = [leaf.reader().maxDoc() for leaf in searcher.searcher.getIndexReader().leaves().toArray()]
+    assert (leaves == [894]) if merged else (len(leaves) == 2 and sum(leaves) == 894)
+    parallel = searcher.parallel_search(25)
+    assert parallel.parts() == sum(-(-docs // 25) for docs in leaves)
+    one_thread = Bm25Searcher(index, threads=1)
+    queries = load_topics(ikat2023 / "test_topics.json").queries("manual")
+    compared = 0
+    for qid, query in queries.items():
+        built = searcher.generator.buildQuery("contents", searcher.analyzer, query)
+        if built is None:
+            continue
+        for n in (10, 1016):
+            expected = [(d.doc, d.score) for d in searcher.searcher.search(built, n).scoreDocs]
+            assert [(d.doc, d.score) for d in parallel.top(built, n)] == expected, (qid, n)
+            compared += len(expected)
+        reference = one_thread.search(query, 1000)  # the ranking of LuceneSearcher (test_same_ranking_...)
+        assert searcher.search(query, 1000) == reference == searcher.batch_search({qid: query}, 1000)[qid], qid
+    assert compared > 100_000

@@ -74,7 +74,8 @@ class IndexInfo:
         """What ``index stats`` prints."""
         found = {k: v for k, v in asdict(self).items() if k not in ("manifest", "path")}
         found.update(path=str(self.path), built=("by ikatkit (manifest.json)" if self.own else "built outside ikatkit"),
-                     analyzer=self.analyzer, fingerprint=self.fingerprint)
+                     analyzer=self.analyzer, fingerprint=self.fingerprint,
+                     segments=len(self.segment_ids))  # a query alone splits them in parts (ParallelSearch.java)
         return {**(self.manifest or {}), "lucene": found}
 
     def require_texts(self, why: str = "passage texts") -> str:

@@ -56,7 +56,12 @@ public final class TopHits {
    */
   public static TopHits search(IndexSearcher searcher, Query query, int k, int spare, Sort sort, String idField)
       throws IOException {
-    ScoreDoc[] hits = searcher.search(query, k + spare).scoreDocs;
+    return ranked(searcher, query, searcher.search(query, k + spare).scoreDocs, k, spare, sort, idField);
+  }
+
+  /** {@link #search}'s ranking from its {@code hits}, Lucene's top {@code k + spare} (score, then doc id). */
+  static TopHits ranked(IndexSearcher searcher, Query query, ScoreDoc[] hits, int k, int spare, Sort sort,
+      String idField) throws IOException {
     if (hits.length == k + spare && hits[hits.length - 1].score == hits[k - 1].score) {
       hits = searcher.search(query, k, sort, true).scoreDocs;
     }

@@ -8,7 +8,9 @@ score-only top k, ties ordered by id as Anserini's sort does, ids read from the 
 Anserini writes them, or sorted as older versions did), the
 whole ranking handed to Python as two arrays, with Anserini's score post-processing (scores rounded to
 1e-4, ties lowered by 1e-6 per tied rank, in float32). Text is fetched
-only for the passages a later stage asks for (:attr:`Bm25Searcher.texts`, from :mod:`ikatkit.index.texts`). RM3,
+only for the passages a later stage asks for (:attr:`Bm25Searcher.texts`, from :mod:`ikatkit.index.texts`). A query
+searched alone on a large index is scored in parts on every thread (``ParallelSearch.java``, :data:`PARALLEL_FROM`),
+the same ranking; a batch runs its queries side by side instead (``TopHits.submit``). RM3,
 every search when no JDK compiled the helper, and an index whose ``id`` field has no doc values go through
 Pyserini (same ranking, slower).
 """
@@ -24,6 +26,11 @@ from ikatkit.index.lucene import open_index
 from ikatkit.index.texts import TextsFunction
 
 SPARE = 16  # extra hits fetched so that score ties at rank k are seen whole
+PARALLEL_FROM = 200_000
+"""Documents from which a query searched alone (``search``, a batch of one) is scored on ``threads`` threads
+(``ParallelSearch.java``: doc-id ranges of the segments, the same ranking); below, one thread. At 200k realistic
+passages, k=1000, the parts cost 6-13% more CPU than one thread (``bench/bench_parallel.py``, docs/benchmarks.md);
+on smaller indexes the fixed costs of a query (a task handed to the pool, a scorer per part, the merge) weigh more."""
 
 
 Hit = tuple[str, float]
@@ -36,10 +43,12 @@ Pyserini included); 1,000 of them a query were the last 5-20% between a k=1000 s
 class Bm25Searcher:
     """Batch BM25 search; ``rm3`` = ``{"fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5}`` enables RM3.
 
-    ``bulk`` tells whether our Java helper serves plain BM25 (else Pyserini's ``LuceneSearcher`` does)."""
+    ``threads`` search a batch's queries side by side, or one query alone on an index of ``parallel_from``
+    documents or more in parts (``parallel``: the same ranking; ``threads = 1``: one thread throughout). ``bulk``
+    tells whether our Java helper serves plain BM25 (else Pyserini's ``LuceneSearcher`` does)."""
 
     def __init__(self, index: str | Path, k1: float = 0.9, b: float = 0.4, rm3: dict[str, Any] | None = None,
-                 threads: int = 2) -> None:
+                 threads: int = 2, parallel_from: int = PARALLEL_FROM) -> None:
         from ikatkit.java import autoclass, import_pyserini
 
         self.info = open_index(index)
@@ -71,7 +80,16 @@ class Bm25Searcher:
             kind = "STRING" if self.info.id_doc_values == "SORTED" else "STRING_VAL"
             self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
                 "id", getattr(autoclass("org.apache.lucene.search.SortField$Type"), kind)))
+        self.parallel = self.parallel_search() if self.bulk and threads > 1 and \
+            self.searcher.getIndexReader().maxDoc() >= parallel_from else None
         self._texts: Any = None
+
+    def parallel_search(self, part_docs: int = 0) -> Any:
+        """A ``ParallelSearch`` on ``threads`` threads over this searcher's index, cut into parts of ``part_docs``
+        documents (0: four parts a thread)."""
+        from ikatkit.java import autoclass
+
+        return autoclass("ikatkit.ParallelSearch")(self.searcher, self.threads, part_docs)
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
         if not query.strip():
@@ -81,8 +99,13 @@ class Bm25Searcher:
         lucene_query = self.generator.buildQuery("contents", self.analyzer, query)
         if lucene_query is None:
             return []
-        top = self.top_hits.search(self.searcher, lucene_query, k, SPARE, self.sort, "id")
-        return hits(top)
+        return self._alone(lucene_query, k)
+
+    def _alone(self, lucene_query: Any, k: int) -> list[Hit]:
+        """One query's ranking: in parts on every thread where ``parallel`` is set, else on this thread."""
+        if self.parallel is not None:
+            return hits(self.parallel.search(lucene_query, k, SPARE, self.sort, "id"))
+        return hits(self.top_hits.search(self.searcher, lucene_query, k, SPARE, self.sort, "id"))
 
     def batch_search(self, queries: dict[str, str], k: int = 1000) -> dict[str, list[Hit]]:
         """``{qid: [(passage id, score), ...]}`` for ``{qid: query}``, searched on ``threads`` threads."""
@@ -93,6 +116,8 @@ class Bm25Searcher:
         built = {qid: self.generator.buildQuery("contents", self.analyzer, q) if q.strip() else None
                  for qid, q in queries.items()}
         live = [qid for qid, query in built.items() if query is not None]
+        if len(live) == 1 and self.parallel is not None:  # a query alone: searched in parts on every thread
+            return {qid: self._alone(built[qid], k) if qid in live else [] for qid in queries}
         found = dict(zip(live, batch_hits(self.top_hits, self.searcher, [built[qid] for qid in live], k, self.sort,
                                           self.threads)))
         return {qid: found.get(qid, []) for qid in queries}
