@@ -47,7 +47,7 @@ def best_threshold(scores: list[float], gold: list[bool]) -> tuple[float, float]
 def ranked_records(topics: Any, index: Path, ranker: Any, queries: str) -> list[Any]:
     """Records through the pipeline's stages: query, all PTKB statements ranked, BM25 top 100, MiniLM re-ranking."""
     from ikatkit.pipelines.record import records_for
-    from ikatkit.pipelines.stages import ManualQuery, RankPtkb, RawQuery, Rerank, Retrieve
+    from ikatkit.stages.core import ManualQuery, RankPtkb, RawQuery, Rerank, Retrieve
     from ikatkit.retrieve.bm25 import Bm25Searcher
 
     searcher = Bm25Searcher(index)
@@ -89,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ikatkit.evaluate.qrels import load_qrels
-    from ikatkit.pipelines.plan import PlanSources
+    from ikatkit.stages.plan import PlanSources
     from ikatkit.rank import make_ranker
     from ikatkit.topics import load_topics
 

@@ -12,9 +12,9 @@ import pytest
 
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM
-from ikatkit.partition.memory import FALLBACK, FEATURES, MemorySelector, RefineMemory
+from ikatkit.stages.memory import FALLBACK, FEATURES, MemorySelector, RefineMemory
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.stages import Respond
+from ikatkit.stages.core import Respond
 
 QUERY = "where does the fox jump"
 PASSAGES = {"d:0": "the red fox lives in the forest and hunts mice at night near the old farm",

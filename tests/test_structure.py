@@ -114,11 +114,11 @@ def test_base_and_registry_import_no_stage_module_and_a_stage_module_imports_no_
     graph = import_graph()
     for module in ("ikatkit.pipelines.base", "ikatkit.pipelines.registry"):
         assert not graph[module] & set(BUILTIN_MODULES), module
-    code = ("import json, sys, ikatkit.pipelines.plan; print(json.dumps(sorted(m for m in sys.modules if m in "
+    code = ("import json, sys, ikatkit.stages.plan; print(json.dumps(sorted(m for m in sys.modules if m in "
             f"{list(BUILTIN_MODULES)!r})))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONPATH": str(SRC)}).stdout
-    assert json.loads(loaded) == ["ikatkit.pipelines.plan"]
+    assert json.loads(loaded) == ["ikatkit.stages.plan"]
 
 
 def test_no_module_imports_a_private_name_of_another():
@@ -253,7 +253,7 @@ def kit(demo_dir, demo_index, tmp_path_factory):
     """Real resources over the demo: its Lucene index (BM25), one partition of it, the bundled MiniLM;
     the scripted LLM; a query file and a memory selector trained for nothing (zero weights)."""
     from ikatkit.partition.build import partition_index
-    from ikatkit.partition.memory import MemorySelector, RefineMemory
+    from ikatkit.stages.memory import MemorySelector, RefineMemory
     from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.rank import make_ranker
     from ikatkit.retrieve.bm25 import Bm25Searcher
@@ -403,7 +403,7 @@ def test_retrieve_expanding_with_a_ptkb_chosen_later_is_rejected(tmp_path):
 
 def test_refine_response_prompts_read_the_selected_context(kit):
     """refine_response built its prompts from every previous turn, not those select_context kept."""
-    from ikatkit.pipelines.refine import RefineResponse
+    from ikatkit.stages.refine import RefineResponse
 
     record = copy.deepcopy(kit["records"][3])
     record.context_ids = [record.history_ids[0]]
@@ -428,7 +428,7 @@ def test_select_partition_with_a_plain_bm25_retrieve_is_rejected_at_load(tmp_pat
 
 
 def test_select_partition_options_and_resources_are_checked_at_load(tmp_path):
-    from ikatkit.partition.stage import SelectPartition
+    from ikatkit.stages.partition import SelectPartition
 
     with pytest.raises(IkatError, match="unknown select_partition method 'nearest'"):
         SelectPartition.check({"method": "nearest"})
@@ -443,7 +443,7 @@ def test_select_partition_options_and_resources_are_checked_at_load(tmp_path):
 
 
 def test_fuse_rejects_an_unknown_method_at_load_and_when_built(tmp_path):
-    from ikatkit.pipelines.stages import Fuse
+    from ikatkit.stages.core import Fuse
 
     with pytest.raises(IkatError, match="unknown fusion method 'borda'"):  # was a KeyError
         Fuse(method="borda")

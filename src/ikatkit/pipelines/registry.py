@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import Stage
 
-BUILTIN_MODULES = ("ikatkit.pipelines.stages", "ikatkit.pipelines.context", "ikatkit.pipelines.refine",
-                   "ikatkit.partition.stage", "ikatkit.partition.memory", "ikatkit.pipelines.plan",
-                   "ikatkit.pipelines.evidence", "ikatkit.pipelines.persona")
+BUILTIN_MODULES = ("ikatkit.stages.core", "ikatkit.stages.context", "ikatkit.stages.refine",
+                   "ikatkit.stages.partition", "ikatkit.stages.memory", "ikatkit.stages.plan",
+                   "ikatkit.stages.evidence", "ikatkit.stages.persona")
 ENTRY_POINT_GROUP = "ikatkit.stages"
 
 S = TypeVar("S", bound=type)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ikatkit.evaluate.qrels import Qrels, load_qrels
-from ikatkit.pipelines.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
+from ikatkit.stages.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
     oracle_segments
 from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.record import TurnRecord, records_for
@@ -160,7 +160,7 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
         seconds[name] = select.seconds[stage.name]
         agreement[name] = segmentation_agreement(records)
         if llm is not None:
-            from ikatkit.pipelines.stages import Rewrite
+            from ikatkit.stages.core import Rewrite
 
             queries = {r.qid: r.query or r.utterance for r in Pipeline([Rewrite(llm)])(records)}
             reasons = [note.split(":")[0] for r in records for note in r.notes if note.endswith(": raw utterance used")]

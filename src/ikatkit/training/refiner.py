@@ -1,7 +1,7 @@
 """Agent-R's training (M-RAG, section 3.3): the boosting loop of ``refine_memory`` over a config's pipeline.
 
 It loads a run config and runs its stages, so it sits above :mod:`ikatkit.pipelines`; the stage and the selector
-it fits are in :mod:`ikatkit.partition.memory`.
+it fits are in :mod:`ikatkit.stages.memory`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ikatkit.errors import IkatError
-from ikatkit.partition.memory import FEATURES, MemorySelector, RefineMemory
+from ikatkit.stages.memory import FEATURES, MemorySelector, RefineMemory
 from ikatkit.paths import cache_at
 from ikatkit.pipelines.config import load_config, with_stages
 from ikatkit.pipelines.pipeline import Pipeline

@@ -165,7 +165,7 @@ class ClassifyPtkb(Stage):
 
     The LLM judges each statement; chosen ones score 1. A ``classifier`` (a file of ``ikatkit
     train-ptkb-classifier``) reads the ranker's scores of the statements against the query through its logistic
-    model; chosen ones score their probability (:mod:`ikatkit.pipelines.ptkb_classifier`,
+    model; chosen ones score their probability (:mod:`ikatkit.stages.ptkb_classifier`,
     docs/ptkb-classification.md)."""
 
     name = "classify_ptkb"
@@ -174,7 +174,7 @@ class ClassifyPtkb(Stage):
     provides = ("ptkb",)
 
     def __init__(self, llm: Any = None, ranker: Any = None, classifier: str | None = None) -> None:
-        from ikatkit.pipelines.ptkb_classifier import PtkbClassifier
+        from ikatkit.stages.ptkb_classifier import PtkbClassifier
 
         self.llm, self.ranker = llm, ranker
         self.classifier = PtkbClassifier.load(classifier) if classifier else None
@@ -191,7 +191,7 @@ class ClassifyPtkb(Stage):
                 raise IkatError("classify_ptkb needs an LLM resource, or a trained classifier", where="classifier",
                                 fix='declare a kind = "llm" resource, or add classifier = "<file>" and a bi-encoder')
             return
-        from ikatkit.pipelines.ptkb_classifier import PtkbClassifier
+        from ikatkit.stages.ptkb_classifier import PtkbClassifier
 
         trained = PtkbClassifier.load(options["classifier"])
         if placement.kinds.get("ranker") != trained.kind:
