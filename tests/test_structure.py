@@ -1,5 +1,6 @@
-"""The toolkit's structure (issue 33): no import cycle in src/, stages registered (built-ins lazily, plugins through
-the ``ikatkit.stages`` entry point group), stage contracts enforced while running (every registered stage run over
+"""The toolkit's structure (issues 33, 52): no import cycle in src/ (modules loaded by name included), the engine
+(``ikatkit.pipelines``) apart from the built-in stages (``ikatkit.stages``), stages registered (ikatkit's own as a
+plugin's, through the ``ikatkit.stages`` entry point group), stage contracts enforced while running (every registered stage run over
 the demo's real records, index and bi-encoder), and the contract and config bugs found by reading the code."""
 
 from __future__ import annotations
@@ -21,17 +22,28 @@ from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM
 from ikatkit.pipelines.base import INITIAL_FIELDS, SHARED_FIELDS, Stage
 from ikatkit.pipelines.record import TurnRecord, records_for
-from ikatkit.pipelines.registry import BUILTIN_MODULES, stage_class, stage_names, stage_table
+from ikatkit.pipelines.registry import stage_class, stage_names, stage_table
 from ikatkit.pipelines.pipeline import RECORD_FIELDS, run_stage
+from ikatkit.stages.builtin import MODULES as BUILTIN
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 # --- imports ------------------------------------------------------------------------------------------------------
 
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of ``tree``'s module, classes and functions."""
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
 def import_graph(src: Path = SRC, package: str = "ikatkit") -> dict[str, set[str]]:
     """Module -> the package's modules it imports (at module level or inside functions; a module's own ancestor
-    packages and the root package left out, as importing them is importing oneself)."""
+    packages and the root package left out, as importing them is importing oneself). A module loaded by name counts
+    as imported: a string outside docstrings that is exactly the name of a module (not of a package: a package's
+    name is a namespace as often, an entry point group or a resource anchor), or an entry point's ``module:attr``
+    (what ``importlib.import_module`` or a registry's list of modules would load)."""
     modules = {}
     for path in (src / package).rglob("*.py"):
         parts = list(path.relative_to(src).with_suffix("").parts)
@@ -45,8 +57,13 @@ def import_graph(src: Path = SRC, package: str = "ikatkit") -> dict[str, set[str
     graph: dict[str, set[str]] = {module: set() for module in modules}
     for module, path in modules.items():
         anchor = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                named = node.value.partition(":")[0]
+                targets = [named] if named in modules and modules[named].name != "__init__.py" else []
+            elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
@@ -110,12 +127,40 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
         graphlib.TopologicalSorter(package_graph(graph)).prepare()
 
 
-def test_base_and_registry_import_no_stage_module_and_a_stage_module_imports_no_other():
+def test_a_module_loaded_by_name_is_an_import(tmp_path):
+    """The registry named its built-in stage modules for ``importlib.import_module`` and each of them imported the
+    registry: a cycle the graph did not see while it counted import statements only."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "registry.py").write_text(
+        '"""pkg.stage is not an import here."""\nimport importlib\n\n'
+        'def load():\n    importlib.import_module("pkg.stage")\n')
+    (tmp_path / "pkg" / "stage.py").write_text("from pkg.registry import load\n")
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(import_graph(tmp_path, "pkg")).prepare()
+    (tmp_path / "pkg" / "registry.py").write_text('POINT = "pkg.stage:Stage"\n')
+    assert import_graph(tmp_path, "pkg")["pkg.registry"] == {"pkg.stage"}
+    (tmp_path / "pkg" / "registry.py").write_text('"""Loads pkg.stage."""\nGROUP = "pkg"\n')
+    assert import_graph(tmp_path, "pkg")["pkg.registry"] == set()
+
+
+STAGE_MODULES = [module.__name__ for module in BUILTIN]
+
+
+def test_the_engine_names_no_stage_module_and_a_stage_module_imports_no_other():
+    """The engine (``ikatkit.pipelines``) never imports nor names a stage module; ikatkit's own stages reach the
+    registry through its ``ikatkit.stages`` entry point (pyproject.toml), as a plugin's do."""
+    import tomllib
+
     graph = import_graph()
-    for module in ("ikatkit.pipelines.base", "ikatkit.pipelines.registry"):
-        assert not graph[module] & set(BUILTIN_MODULES), module
+    stage_modules = {m for m in graph if m.startswith("ikatkit.stages.")}
+    assert set(STAGE_MODULES) == stage_modules - {"ikatkit.stages.builtin", "ikatkit.stages.ptkb_classifier"}
+    for module in (m for m in graph if m.startswith("ikatkit.pipelines")):
+        assert not graph[module] & stage_modules, module
+    project = tomllib.loads((SRC.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["entry-points"]["ikatkit.stages"] == {"builtin": "ikatkit.stages.builtin:MODULES"}
     code = ("import json, sys, ikatkit.stages.plan; print(json.dumps(sorted(m for m in sys.modules if m in "
-            f"{list(BUILTIN_MODULES)!r})))")
+            f"{STAGE_MODULES!r})))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONPATH": str(SRC)}).stdout
     assert json.loads(loaded) == ["ikatkit.stages.plan"]
