@@ -513,11 +513,11 @@ def test_dense_and_partitioned_resource_options_are_checked_at_load(tmp_path, re
 
 
 def test_every_resource_kind_has_a_check_and_a_factory():
-    from ikatkit.pipelines.resources import KINDS, PARAM_KINDS, check_resource
+    from ikatkit.pipelines.resources import KINDS, PARAM_KINDS, resource
 
     assert set(KINDS) == {k for kinds in PARAM_KINDS.values() for k in kinds}
     assert list(KINDS) == ["llm", "bi-encoder", "cross-encoder", "bm25", "dense", "partitioned-bm25"]
     for kind in KINDS.values():
         assert callable(kind.check) and callable(kind.build)
     with pytest.raises(IkatError, match="unknown option"):
-        check_resource("llm", {"kind": "llm", "model": "m", "temprature": 0.1})
+        resource("llm", {"kind": "llm", "model": "m", "temprature": 0.1})
