@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.simulate.profiles import Profile
 from ikatkit.topics import Conversation, Topics
@@ -120,7 +121,7 @@ GRADE = ("Can the question be answered from the context? Answer with one number:
 class LlmUser:
     """A persona that asks its questions through an ikatkit LLM, grading each answer like the organizers' user."""
 
-    def __init__(self, persona: Persona, title: str, llm: Any, max_turns: int = 10,
+    def __init__(self, persona: Persona, title: str, llm: ChatLLM, max_turns: int = 10,
                  profile: Profile | None = None) -> None:
         self.id, self.persona, self.title, self.llm, self.max_turns = persona.id, persona, title, llm, max_turns
         self.profile = profile or Profile()
@@ -177,7 +178,7 @@ def replay_users(topics: Topics, profile: Profile | None = None) -> dict[str, Us
     return {c.id: ReplayUser(c, profile) for c in topics.conversations}
 
 
-def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: Any, max_turns: int = 10,
+def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: ChatLLM, max_turns: int = 10,
               profile: Profile | None = None) -> dict[str, User]:
     """One LLM user per conversation: the topic's simulated persona where the simulation data has one."""
     return {c.id: LlmUser(persona_of(c, personas), c.title, llm, max_turns, profile) for c in topics.conversations}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ikatkit.capabilities import ChatLLM, Ranker
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.stages.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
     oracle_segments
@@ -121,7 +122,7 @@ def _finite(value: Any) -> Any:
 def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Path, *,
                      methods: Sequence[str] = METHODS, n: int = 6, thresholds: dict[str, Sequence[float]] | None = None,
                      checks: Sequence[str] = ("context",), passages: int = 10, scorer: Any = None,
-                     k: int = 1000, reranker: Any = None, rerank_depth: int = 100, llm: Any = None,
+                     k: int = 1000, reranker: Ranker | None = None, rerank_depth: int = 100, llm: ChatLLM | None = None,
                      test: str = "ttest", correction: str = "holm") -> ContextEvaluation:
     """Rank with each method's context (``all``, the baseline, always first) and compare.
 

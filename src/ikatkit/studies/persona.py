@@ -20,10 +20,10 @@ import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.stages.persona import FIRST_PERSON, content_words, sentences, words
 
@@ -159,7 +159,7 @@ def rule_extract(utterances: list[str]) -> dict[str, list[str]]:
     return {u: self_statements(u) for u in utterances}
 
 
-def llm_extract(llm: Any) -> Callable[[list[str]], dict[str, list[str]]]:
+def llm_extract(llm: ChatLLM) -> Callable[[list[str]], dict[str, list[str]]]:
     """The LLM extractor as the stage runs it: refused outputs fall back to the rule."""
     from ikatkit.stages.persona import llm_statements, self_statements
 
