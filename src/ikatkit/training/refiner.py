@@ -14,7 +14,7 @@ from ikatkit.errors import IkatError
 from ikatkit.stages.memory import FEATURES, MemorySelector, RefineMemory
 from ikatkit.paths import cache_at
 from ikatkit.pipelines.config import load_config, with_stages
-from ikatkit.pipelines.pipeline import Pipeline
+from ikatkit.pipelines.pipeline import Pipeline, train_stage
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.topics import load_topics
 
@@ -57,7 +57,7 @@ def _train(config_path: str | Path, topics_path: str | Path, out: str | Path, in
     traced: list[TurnRecord] = []
     for start in range(0, len(records), config.batch_size):
         batch = before(records[start: start + config.batch_size])
-        rows.extend(refiner.boost(batch, references, respond))
+        rows.extend(train_stage(refiner, batch, references, respond))
         traced.extend(batch)
     x = np.asarray([r for r, _ in rows], dtype=np.float64).reshape(len(rows), len(FEATURES))
     gains = np.asarray([g for _, g in rows], dtype=np.float64)
