@@ -1,7 +1,8 @@
 """The toolkit's structure (issues 33, 52): no import cycle in src/ (modules loaded by name included), the engine
 (``ikatkit.pipelines``) apart from the built-in stages (``ikatkit.stages``), stages registered (ikatkit's own as a
-plugin's, through the ``ikatkit.stages`` entry point group), stage contracts enforced while running (every registered stage run over
-the demo's real records, index and bi-encoder), and the contract and config bugs found by reading the code."""
+plugin's, through the ``ikatkit.stages`` entry point group), stage contracts enforced while running (every
+registered stage run over the demo's real records, index and bi-encoder), and the contract and config bugs found by
+reading the code."""
 
 from __future__ import annotations
 
@@ -521,3 +522,82 @@ def test_every_resource_kind_has_a_check_and_a_factory():
         assert callable(kind.check) and callable(kind.build)
     with pytest.raises(IkatError, match="unknown option"):
         resource("llm", {"kind": "llm", "model": "m", "temprature": 0.1})
+
+
+# --- issue 52: typed resources, capabilities, the training hook, one read of a query file ----------------------------
+
+def test_resource_kinds_declare_what_preflight_fingerprint_and_catalogue_read(demo_dir):
+    from ikatkit.pipelines import load_config
+    from ikatkit.pipelines.fingerprint import fingerprint_parts
+    from ikatkit.pipelines.preflight import config_needs
+    from ikatkit.pipelines.resources import KINDS, Resource
+
+    config = load_config(SRC / "ikatkit" / "data" / "configs" / "demo.toml")
+    llm, minilm, bm25 = (config.resources[name] for name in ("llm", "minilm", "bm25"))
+    assert all(isinstance(r, Resource) for r in (llm, minilm, bm25))
+    assert (llm.kind, minilm.kind, bm25.kind) == (KINDS["llm"], KINDS["bi-encoder"], KINDS["bm25"])
+    assert dict(minilm) == {"kind": "bi-encoder", "model": "bundled:minilm"} and bm25["k1"] == 0.9
+    assert llm.modules() == ["torch", "transformers"] and minilm.modules() == ["torch", "sentence_transformers"]
+    assert bm25.modules() == ["pyserini", "jnius"] and bm25.models() == [] and minilm.models() == [
+        ("model", "bundled:minilm")]
+    needs = config_needs(config.raw)
+    assert needs.models == [("resources.llm.model", "bundled:smollm2", False),
+                            ("resources.minilm.model", "bundled:minilm", True)]
+    assert needs.modules == ["torch", "transformers", "torch", "sentence_transformers", "pyserini", "jnius"]
+    parts = fingerprint_parts(config.raw, [], 2023, None)
+    assert sorted(p for p in parts if p.startswith("resource ")) == ["resource llm", "resource minilm"]
+    with pytest.raises(IkatError) as err:
+        _load(SRC.parent, 'name = "x"\n[resources.r]\nkind = "bm25"\nk3 = 1\n' + _stages("raw_query"))
+    assert err.value.where == "resources.r.k3" and "unknown option 'k3'" in err.value.message
+
+
+def test_resources_are_the_capabilities_stages_ask_for(kit):
+    from ikatkit.capabilities import ChatLLM, Encoder, Partitioned, Ranker, Searcher, TextSearcher
+
+    assert isinstance(kit["llm"], ChatLLM) and isinstance(kit["ranker"], Encoder) and isinstance(kit["ranker"], Ranker)
+    assert isinstance(kit["searcher"], TextSearcher) and not isinstance(kit["searcher"], Partitioned)
+    assert isinstance(kit["partitions"], Partitioned) and not isinstance(kit["partitions"], TextSearcher)
+    assert isinstance(kit["partitions"], Searcher) and not isinstance(kit["llm"], Searcher)
+    with pytest.raises(IkatError, match="needs a partitioned-bm25 searcher"):
+        stage_class("select_partition")(kit["searcher"], kit["ranker"], method="all")
+
+
+def test_the_training_hook_runs_with_the_stage_contract_enforced(kit):
+    from ikatkit.pipelines.pipeline import train_stage
+
+    class Learner(Stage):
+        name = "learner"
+        provides = ("memory",)
+
+        def train(self, records, references, respond):
+            for record in records:
+                record.memory = references[record.qid]
+            return [len(records)]
+
+    records = copy.deepcopy(kit["records"][:2])
+    references = {r.qid: f"reference of {r.qid}" for r in records}
+    assert train_stage(Learner(), records, references, lambda rs: rs) == [2]
+    assert [r.memory for r in records] == ["reference of demo-1_1", "reference of demo-1_2"]
+    assert train_stage(Sneaky(), records, references, lambda rs: rs) == []  # the default: nothing to learn
+
+    class Cheater(Learner):
+        def train(self, records, references, respond):
+            records[0].query = "changed"
+            return []
+
+    with pytest.raises(IkatError, match="'learner' changed 'query' of turn demo-1_1"):
+        train_stage(Cheater(), records, references, lambda rs: rs)
+
+
+def test_a_query_file_is_read_and_hashed_once(tmp_path):
+    from ikatkit.digest import file_digest
+    from ikatkit.pipelines.queries import query_file, read_queries
+
+    path = tmp_path / "queries.tsv"
+    path.write_bytes(b"demo-1_1\tprotein\r\n\ndemo-1_2\tiron intake\n")
+    first = query_file(path)
+    assert first.queries == {"demo-1_1": "protein", "demo-1_2": "iron intake"} and first.sha256 == file_digest(path)
+    assert query_file(str(path)) is first and read_queries(path) == first.queries
+    path.write_bytes(b"demo-1_1\tprotein per day\n")
+    assert query_file(path).queries == {"demo-1_1": "protein per day"} and query_file(path).sha256 == \
+        file_digest(path)
