@@ -526,7 +526,7 @@ def test_every_resource_kind_has_a_check_and_a_factory():
 
 # --- issue 52: typed resources, capabilities, the training hook, one read of a query file ----------------------------
 
-def test_resource_kinds_declare_what_preflight_fingerprint_and_catalogue_read(demo_dir):
+def test_resource_kinds_declare_what_preflight_fingerprint_and_catalogue_read(tmp_path):
     from ikatkit.pipelines import load_config
     from ikatkit.pipelines.fingerprint import fingerprint_parts
     from ikatkit.pipelines.preflight import config_needs
@@ -547,7 +547,7 @@ def test_resource_kinds_declare_what_preflight_fingerprint_and_catalogue_read(de
     parts = fingerprint_parts(config.raw, [], 2023, None)
     assert sorted(p for p in parts if p.startswith("resource ")) == ["resource llm", "resource minilm"]
     with pytest.raises(IkatError) as err:
-        _load(SRC.parent, 'name = "x"\n[resources.r]\nkind = "bm25"\nk3 = 1\n' + _stages("raw_query"))
+        _load(tmp_path, 'name = "x"\n[resources.r]\nkind = "bm25"\nk3 = 1\n' + _stages("raw_query"))
     assert err.value.where == "resources.r.k3" and "unknown option 'k3'" in err.value.message
 
 
