@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ikatkit.pipelines.record import TurnRecord
-    from ikatkit.pipelines.stages import candidate_key
+    from ikatkit.stages.core import candidate_key
     from ikatkit.rank import make_ranker
 
     results: dict[str, object] = {"load_average": os.getloadavg()[0]}

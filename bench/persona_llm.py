@@ -29,7 +29,7 @@ def write_examples(path: Path, topics: list[str], config: dict, conversations: l
     from ikatkit.studies.persona import load_cases
     from ikatkit.llm import make_llm
     from ikatkit.llm.prompts import STOPS, render
-    from ikatkit.pipelines.persona import check_statements, self_statements
+    from ikatkit.stages.persona import check_statements, self_statements
 
     llm = make_llm(config)
     with open(path, "w", encoding="utf-8") as out:

@@ -46,23 +46,22 @@ def best_threshold(scores: list[float], gold: list[bool]) -> tuple[float, float]
 
 def ranked_records(topics: Any, index: Path, ranker: Any, queries: str) -> list[Any]:
     """Records through the pipeline's stages: query, all PTKB statements ranked, BM25 top 100, MiniLM re-ranking."""
+    from ikatkit.pipelines.pipeline import Pipeline
     from ikatkit.pipelines.record import records_for
-    from ikatkit.pipelines.stages import ManualQuery, RankPtkb, RawQuery, Rerank, Retrieve
     from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.stages.core import ManualQuery, RankPtkb, RawQuery, Rerank, Retrieve
 
     searcher = Bm25Searcher(index)
-    records = records_for(topics)
-    for stage in ((ManualQuery() if queries == "manual" else RawQuery()), RankPtkb(ranker, k=100),
-                  Retrieve(searcher, k=100, expand_ptkb=False), Rerank(ranker, searcher)):
-        records = stage.transform(records)
-    return records
+    return Pipeline([ManualQuery() if queries == "manual" else RawQuery(), RankPtkb(ranker, k=100),
+                     Retrieve(searcher, k=100, expand_ptkb=False), Rerank(ranker, searcher)])(records_for(topics))
 
 
 def planned(records: list[Any], stage: Any) -> list[Any]:
     """Copies of the records planned by ``stage`` (the records themselves stay as they are)."""
+    from ikatkit.pipelines.pipeline import Pipeline
     from ikatkit.pipelines.record import TurnRecord
 
-    return stage.transform([TurnRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in records])
+    return Pipeline([stage])([TurnRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in records])
 
 
 def ptkb_measures(records: list[Any], qrels: Any) -> dict[str, Any]:
@@ -89,7 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ikatkit.evaluate.qrels import load_qrels
-    from ikatkit.pipelines.plan import PlanSources
+    from ikatkit.stages.plan import PlanSources
     from ikatkit.rank import make_ranker
     from ikatkit.topics import load_topics
 

@@ -19,7 +19,7 @@ def _trec(path: Path) -> list[list[str]]:
 
 def test_choices_and_defaults_are_the_librarys():
     from ikatkit.collection.readers import FORMATS
-    from ikatkit.pipelines.stages import RankPtkb
+    from ikatkit.stages.core import RankPtkb
 
     parser = build_parser()
     ptkb = parser.parse_args(["ptkb", "t.json", "--out", "x"])
@@ -73,7 +73,7 @@ def test_the_judge_llm_caches_where_a_runs_llm_does(tmp_path):
 
 
 def test_fusion_methods_are_checked_in_one_place():
-    from ikatkit.pipelines.stages import Fuse
+    from ikatkit.stages.core import Fuse
     from ikatkit.retrieve.fusion import fuser, weighted
 
     with pytest.raises(IkatError, match="unknown fusion method"):
@@ -89,7 +89,7 @@ def test_fusion_methods_are_checked_in_one_place():
 def test_search_and_rerank_commands_equal_the_stages(demo_index, demo_dir, tmp_path):
     """`ikatkit search` and `ikatkit rerank` write what the retrieve and rerank stages rank, ids and scores."""
     from ikatkit.pipelines.record import records_for
-    from ikatkit.pipelines.stages import RawQuery, Rerank, Retrieve
+    from ikatkit.stages.core import RawQuery, Rerank, Retrieve
     from ikatkit.rank import make_ranker
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.topics import load_topics

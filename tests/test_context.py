@@ -11,7 +11,7 @@ import pytest
 
 from ikatkit.errors import IkatError
 from ikatkit.pipelines import load_config, run_pipeline
-from ikatkit.pipelines.context import Cascade, SelectContext, oracle_segments
+from ikatkit.stages.context import Cascade, SelectContext, oracle_segments
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.topics import Conversation, Topics, Turn, load_topics, parse_topics
 
@@ -122,7 +122,7 @@ class Capture:
 
 
 def test_rewrite_prompt_receives_the_selected_turns(test_topics, ikat2023):
-    from ikatkit.pipelines.stages import Rewrite
+    from ikatkit.stages.core import Rewrite
 
     records = records_for(test_topics.subset(["17-2"]))
     SelectContext("oracle").transform(records)

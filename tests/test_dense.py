@@ -202,7 +202,7 @@ def test_hybrid_config_fuses_bm25_and_dense_lists(dense_index, judged, tmp_path)
     weighted fusion of their min-max normalised scores is the ranking."""
     from ikatkit.pipelines.config import Resources, build_stages, load_config
     from ikatkit.pipelines.record import records_for
-    from ikatkit.pipelines.stages import query_of
+    from ikatkit.stages.core import query_of
     from ikatkit.retrieve.fusion import normalize
     from ikatkit.topics import load_topics
 

@@ -12,7 +12,7 @@ from ikatkit.llm.guards import (LUCENE_STOP_WORDS, check_queries, check_response
                                 looping_phrase, normalize, repeated_sentence)
 from ikatkit.pipelines.demo import demo_data
 from ikatkit.pipelines.record import TurnRecord, records_for
-from ikatkit.pipelines.stages import GenerateAnswer, GenerateQueries, Respond, Rewrite
+from ikatkit.stages.core import GenerateAnswer, GenerateQueries, Respond, Rewrite
 from ikatkit.topics import load_topics
 
 # Outputs SmolLM2-135M-Instruct (Q4_1, greedy) gave on the demo topics before the guards (issue 21).
@@ -224,7 +224,7 @@ def test_rejected_outputs_survive_checkpoints(records):
 def test_gtr_queries_that_retrieve_nothing_fall_back(records, demo_index):
     """A generated query list whose queries all miss the index: the turn's own query is searched instead."""
     pytest.importorskip("pyserini")
-    from ikatkit.pipelines.stages import Fuse, Retrieve, candidate_key
+    from ikatkit.stages.core import Fuse, Retrieve, candidate_key
     from ikatkit.retrieve.bm25 import Bm25Searcher
 
     searcher = Bm25Searcher(demo_index)

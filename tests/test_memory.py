@@ -12,9 +12,9 @@ import pytest
 
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM
-from ikatkit.partition.memory import FALLBACK, FEATURES, MemorySelector, RefineMemory
+from ikatkit.stages.memory import FALLBACK, FEATURES, MemorySelector, RefineMemory
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.stages import Respond
+from ikatkit.stages.core import Respond
 
 QUERY = "where does the fox jump"
 PASSAGES = {"d:0": "the red fox lives in the forest and hunts mice at night near the old farm",
@@ -91,7 +91,7 @@ GOOD, BAD = "The fox jumps over the river.", "Cats sleep all day long."
 def test_training_keeps_the_candidate_best_by_reference_and_counts_degenerate_ones(embedder):
     llm = ScriptedLLM({0: [BAD, GOOD, "", "User: where is the fox?"]})
     r = record()
-    rows = stage(llm, embedder).boost([r], {r.qid: REFERENCE}, respond_with(llm))
+    rows = stage(llm, embedder).train([r], {r.qid: REFERENCE}, respond_with(llm))
     trace = r.memory_trace
     assert [c["text"] for c in trace["candidates"]] == [BAD, GOOD, "", "User: where is the fox?"]
     assert [c["rejected"] for c in trace["candidates"]] == [None, None, "empty response",
@@ -111,7 +111,7 @@ def test_boosting_rounds_replace_the_memory_only_on_improvement(embedder):
     worse = "Mice live in the forest at night."
     llm = ScriptedLLM({0: [BAD, worse], 1: [GOOD, BAD]})
     r = record()
-    rows = stage(llm, embedder, k=2, rounds=2).boost([r], {r.qid: REFERENCE}, respond_with(llm))
+    rows = stage(llm, embedder, k=2, rounds=2).train([r], {r.qid: REFERENCE}, respond_with(llm))
     trace = r.memory_trace
     raw = rouge_l(RAW, REFERENCE)
     assert rouge_l(worse, REFERENCE) < raw  # round 0 finds nothing better than the passages: reward 0
@@ -154,7 +154,7 @@ def test_degenerate_candidates_fall_back_to_the_passages_and_are_counted(embedde
     assert r.notes == [FALLBACK] and llm.stats["parse_fallbacks"] == 1
     llm.script[0] = list(outputs)
     t = record()
-    assert stage(llm, embedder, k=3).boost([t], {t.qid: REFERENCE}, respond_with(llm)) == []
+    assert stage(llm, embedder, k=3).train([t], {t.qid: REFERENCE}, respond_with(llm)) == []
     assert t.memory == "" and t.notes == [FALLBACK] and llm.stats["parse_fallbacks"] == 2
     empty = record()
     empty.ranking = []  # nothing retrieved: no LLM call, no fallback counted

@@ -227,7 +227,7 @@ def test_selector_stage_retrieves_from_agent_s_choice_and_the_policy_refuses_oth
     from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.partition.selector import Policy, judged_turns, train_selector
     from ikatkit.pipelines.record import TurnRecord, records_for
-    from ikatkit.pipelines.stages import STAGES, Retrieve
+    from ikatkit.stages.core import STAGES, Retrieve
     from ikatkit.rank import make_ranker
     from ikatkit.topics import load_topics
 

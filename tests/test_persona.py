@@ -12,7 +12,7 @@ import pytest
 from ikatkit.errors import IkatError
 from ikatkit.llm import LLM
 from ikatkit.studies.persona import PersonaCase, evaluate, revealed, rule_extract
-from ikatkit.pipelines.persona import PersonaStore, TrackPersona, check_statements, self_statements
+from ikatkit.stages.persona import PersonaStore, TrackPersona, check_statements, self_statements
 from ikatkit.pipelines.record import TurnRecord, records_for
 
 
@@ -105,7 +105,7 @@ def test_rank_ptkb_sees_the_statements(test_records) -> None:
     from sentence_transformers import SentenceTransformer
 
     from ikatkit.models import resolve_model
-    from ikatkit.pipelines.stages import RankPtkb
+    from ikatkit.stages.core import RankPtkb
     from ikatkit.rank import make_ranker
 
     record = TrackPersona().transform(_fresh(test_records, "9-2"))[4]  # "I can't exercise. So I think ..."
@@ -245,7 +245,7 @@ class _DiesOnCall(LLM):
 def test_llm_extractor_keeps_progress_of_a_killed_run(tmp_path: Path) -> None:
     """20 utterances go to the LLM 8 at a time (LLM_BATCH): killed in its second call, a run leaves the first 8
     outputs in the cache, and the rerun generates only the other 12 (8 + 4)."""
-    from ikatkit.pipelines.persona import LLM_BATCH, llm_statements
+    from ikatkit.stages.persona import LLM_BATCH, llm_statements
 
     assert LLM_BATCH == 8
     utterances = [f"I have {n} cats." for n in range(20)]

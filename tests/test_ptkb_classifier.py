@@ -11,9 +11,9 @@ import pytest
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.ptkb_classify import classify_ptkb
 from ikatkit.pipelines import load_config
-from ikatkit.pipelines.ptkb_classifier import PtkbClassifier, features, ranked_turns, train_classifier
+from ikatkit.stages.ptkb_classifier import PtkbClassifier, features, ranked_turns, train_classifier
 from ikatkit.pipelines.record import records_for
-from ikatkit.pipelines.stages import ClassifyPtkb
+from ikatkit.stages.core import ClassifyPtkb
 from ikatkit.topics import load_topics
 
 

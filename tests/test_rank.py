@@ -130,7 +130,7 @@ def test_ptkb_history_chosen_on_train_helps_raw_utterances_on_test(minilm, ikat2
     """The stage's default history setting (2 turns, weight 0.8) was chosen on the train topics' PTKB labels
     (their ptkb_provenance) for raw utterances: there it beats no history and the former 3 turns / 0.3, and on
     the test topics' NIST qrels it beats no history too (bench/tune_ptkb_history.py prints the whole grid)."""
-    from ikatkit.pipelines.stages import RankPtkb
+    from ikatkit.stages.core import RankPtkb
 
     assert RankPtkb(minilm).history_weight == 0.8
     train = load_topics(ikat2023 / "train_topics.json")
@@ -155,7 +155,7 @@ def test_ptkb_ranking_on_organizers_labels(minilm, ikat2023):
 def test_rank_ptkb_stage_with_history(minilm, ikat2023):
     """The stage's history option: the previous raw utterances (at most ``history_turns``) as rank_ptkb's history."""
     from ikatkit.pipelines.record import records_for
-    from ikatkit.pipelines.stages import RankPtkb
+    from ikatkit.stages.core import RankPtkb
 
     topics = load_topics(ikat2023 / "test_topics.json")
     records = [r for r in records_for(topics) if r.qid.startswith("9-1_")][:5]
@@ -268,7 +268,7 @@ def test_rerank_depth_scores_only_the_head(minilm):
 
 
 def test_rerank_stage_refuses_a_depth_below_one():
-    from ikatkit.pipelines.stages import Rerank
+    from ikatkit.stages.core import Rerank
 
     Rerank.check({"depth": 20, "k": None})
     with pytest.raises(IkatError) as err:

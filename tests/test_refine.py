@@ -13,7 +13,7 @@ from ikatkit.errors import IkatError
 from ikatkit.evaluate.responses import rouge
 from ikatkit.llm.base import LLM
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.refine import RefineResponse, clean_output, majority
+from ikatkit.stages.refine import RefineResponse, clean_output, majority
 
 PASSAGE = "the red fox jumps over the lazy dog near the river bank"
 QUESTION = "where does the fox jump"

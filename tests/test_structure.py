@@ -1,6 +1,8 @@
-"""The toolkit's structure (issue 33): no import cycle in src/, stages registered (built-ins lazily, plugins through
-the ``ikatkit.stages`` entry point group), stage contracts enforced while running (every registered stage run over
-the demo's real records, index and bi-encoder), and the contract and config bugs found by reading the code."""
+"""The toolkit's structure (issues 33, 52): no import cycle in src/ (modules loaded by name included), the engine
+(``ikatkit.pipelines``) apart from the built-in stages (``ikatkit.stages``), stages registered (ikatkit's own as a
+plugin's, through the ``ikatkit.stages`` entry point group), stage contracts enforced while running (every
+registered stage run over the demo's real records, index and bi-encoder), and the contract and config bugs found by
+reading the code."""
 
 from __future__ import annotations
 
@@ -21,17 +23,28 @@ from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM
 from ikatkit.pipelines.base import INITIAL_FIELDS, SHARED_FIELDS, Stage
 from ikatkit.pipelines.record import TurnRecord, records_for
-from ikatkit.pipelines.registry import BUILTIN_MODULES, stage_class, stage_names, stage_table
+from ikatkit.pipelines.registry import stage_class, stage_names, stage_table
 from ikatkit.pipelines.pipeline import RECORD_FIELDS, run_stage
+from ikatkit.stages.builtin import MODULES as BUILTIN
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 # --- imports ------------------------------------------------------------------------------------------------------
 
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of ``tree``'s module, classes and functions."""
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
 def import_graph(src: Path = SRC, package: str = "ikatkit") -> dict[str, set[str]]:
     """Module -> the package's modules it imports (at module level or inside functions; a module's own ancestor
-    packages and the root package left out, as importing them is importing oneself)."""
+    packages and the root package left out, as importing them is importing oneself). A module loaded by name counts
+    as imported: a string outside docstrings that is exactly the name of a module (not of a package: a package's
+    name is a namespace as often, an entry point group or a resource anchor), or an entry point's ``module:attr``
+    (what ``importlib.import_module`` or a registry's list of modules would load)."""
     modules = {}
     for path in (src / package).rglob("*.py"):
         parts = list(path.relative_to(src).with_suffix("").parts)
@@ -45,8 +58,13 @@ def import_graph(src: Path = SRC, package: str = "ikatkit") -> dict[str, set[str
     graph: dict[str, set[str]] = {module: set() for module in modules}
     for module, path in modules.items():
         anchor = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                named = node.value.partition(":")[0]
+                targets = [named] if named in modules and modules[named].name != "__init__.py" else []
+            elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
@@ -110,15 +128,43 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
         graphlib.TopologicalSorter(package_graph(graph)).prepare()
 
 
-def test_base_and_registry_import_no_stage_module_and_a_stage_module_imports_no_other():
+def test_a_module_loaded_by_name_is_an_import(tmp_path):
+    """The registry named its built-in stage modules for ``importlib.import_module`` and each of them imported the
+    registry: a cycle the graph did not see while it counted import statements only."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "registry.py").write_text(
+        '"""pkg.stage is not an import here."""\nimport importlib\n\n'
+        'def load():\n    importlib.import_module("pkg.stage")\n')
+    (tmp_path / "pkg" / "stage.py").write_text("from pkg.registry import load\n")
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(import_graph(tmp_path, "pkg")).prepare()
+    (tmp_path / "pkg" / "registry.py").write_text('POINT = "pkg.stage:Stage"\n')
+    assert import_graph(tmp_path, "pkg")["pkg.registry"] == {"pkg.stage"}
+    (tmp_path / "pkg" / "registry.py").write_text('"""Loads pkg.stage."""\nGROUP = "pkg"\n')
+    assert import_graph(tmp_path, "pkg")["pkg.registry"] == set()
+
+
+STAGE_MODULES = [module.__name__ for module in BUILTIN]
+
+
+def test_the_engine_names_no_stage_module_and_a_stage_module_imports_no_other():
+    """The engine (``ikatkit.pipelines``) never imports nor names a stage module; ikatkit's own stages reach the
+    registry through its ``ikatkit.stages`` entry point (pyproject.toml), as a plugin's do."""
+    import tomllib
+
     graph = import_graph()
-    for module in ("ikatkit.pipelines.base", "ikatkit.pipelines.registry"):
-        assert not graph[module] & set(BUILTIN_MODULES), module
-    code = ("import json, sys, ikatkit.pipelines.plan; print(json.dumps(sorted(m for m in sys.modules if m in "
-            f"{list(BUILTIN_MODULES)!r})))")
+    stage_modules = {m for m in graph if m.startswith("ikatkit.stages.")}
+    assert set(STAGE_MODULES) == stage_modules - {"ikatkit.stages.builtin", "ikatkit.stages.ptkb_classifier"}
+    for module in (m for m in graph if m.startswith("ikatkit.pipelines")):
+        assert not graph[module] & stage_modules, module
+    project = tomllib.loads((SRC.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["entry-points"]["ikatkit.stages"] == {"builtin": "ikatkit.stages.builtin:MODULES"}
+    code = ("import json, sys, ikatkit.stages.plan; print(json.dumps(sorted(m for m in sys.modules if m in "
+            f"{STAGE_MODULES!r})))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONPATH": str(SRC)}).stdout
-    assert json.loads(loaded) == ["ikatkit.pipelines.plan"]
+    assert json.loads(loaded) == ["ikatkit.stages.plan"]
 
 
 def test_no_module_imports_a_private_name_of_another():
@@ -253,7 +299,7 @@ def kit(demo_dir, demo_index, tmp_path_factory):
     """Real resources over the demo: its Lucene index (BM25), one partition of it, the bundled MiniLM;
     the scripted LLM; a query file and a memory selector trained for nothing (zero weights)."""
     from ikatkit.partition.build import partition_index
-    from ikatkit.partition.memory import MemorySelector, RefineMemory
+    from ikatkit.stages.memory import MemorySelector, RefineMemory
     from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.rank import make_ranker
     from ikatkit.retrieve.bm25 import Bm25Searcher
@@ -403,7 +449,7 @@ def test_retrieve_expanding_with_a_ptkb_chosen_later_is_rejected(tmp_path):
 
 def test_refine_response_prompts_read_the_selected_context(kit):
     """refine_response built its prompts from every previous turn, not those select_context kept."""
-    from ikatkit.pipelines.refine import RefineResponse
+    from ikatkit.stages.refine import RefineResponse
 
     record = copy.deepcopy(kit["records"][3])
     record.context_ids = [record.history_ids[0]]
@@ -428,7 +474,7 @@ def test_select_partition_with_a_plain_bm25_retrieve_is_rejected_at_load(tmp_pat
 
 
 def test_select_partition_options_and_resources_are_checked_at_load(tmp_path):
-    from ikatkit.partition.stage import SelectPartition
+    from ikatkit.stages.partition import SelectPartition
 
     with pytest.raises(IkatError, match="unknown select_partition method 'nearest'"):
         SelectPartition.check({"method": "nearest"})
@@ -443,7 +489,7 @@ def test_select_partition_options_and_resources_are_checked_at_load(tmp_path):
 
 
 def test_fuse_rejects_an_unknown_method_at_load_and_when_built(tmp_path):
-    from ikatkit.pipelines.stages import Fuse
+    from ikatkit.stages.core import Fuse
 
     with pytest.raises(IkatError, match="unknown fusion method 'borda'"):  # was a KeyError
         Fuse(method="borda")
@@ -468,11 +514,90 @@ def test_dense_and_partitioned_resource_options_are_checked_at_load(tmp_path, re
 
 
 def test_every_resource_kind_has_a_check_and_a_factory():
-    from ikatkit.pipelines.resources import KINDS, PARAM_KINDS, check_resource
+    from ikatkit.pipelines.resources import KINDS, PARAM_KINDS, resource
 
     assert set(KINDS) == {k for kinds in PARAM_KINDS.values() for k in kinds}
     assert list(KINDS) == ["llm", "bi-encoder", "cross-encoder", "bm25", "dense", "partitioned-bm25"]
     for kind in KINDS.values():
         assert callable(kind.check) and callable(kind.build)
     with pytest.raises(IkatError, match="unknown option"):
-        check_resource("llm", {"kind": "llm", "model": "m", "temprature": 0.1})
+        resource("llm", {"kind": "llm", "model": "m", "temprature": 0.1})
+
+
+# --- issue 52: typed resources, capabilities, the training hook, one read of a query file ----------------------------
+
+def test_resource_kinds_declare_what_preflight_fingerprint_and_catalogue_read(tmp_path):
+    from ikatkit.pipelines import load_config
+    from ikatkit.pipelines.fingerprint import fingerprint_parts
+    from ikatkit.pipelines.preflight import config_needs
+    from ikatkit.pipelines.resources import KINDS, Resource
+
+    config = load_config(SRC / "ikatkit" / "data" / "configs" / "demo.toml")
+    llm, minilm, bm25 = (config.resources[name] for name in ("llm", "minilm", "bm25"))
+    assert all(isinstance(r, Resource) for r in (llm, minilm, bm25))
+    assert (llm.kind, minilm.kind, bm25.kind) == (KINDS["llm"], KINDS["bi-encoder"], KINDS["bm25"])
+    assert dict(minilm) == {"kind": "bi-encoder", "model": "bundled:minilm"} and bm25["k1"] == 0.9
+    assert llm.modules() == ["torch", "transformers"] and minilm.modules() == ["torch", "sentence_transformers"]
+    assert bm25.modules() == ["pyserini", "jnius"] and bm25.models() == [] and minilm.models() == [
+        ("model", "bundled:minilm")]
+    needs = config_needs(config.raw)
+    assert needs.models == [("resources.llm.model", "bundled:smollm2", False),
+                            ("resources.minilm.model", "bundled:minilm", True)]
+    assert needs.modules == ["torch", "transformers", "torch", "sentence_transformers", "pyserini", "jnius"]
+    parts = fingerprint_parts(config.raw, [], 2023, None)
+    assert sorted(p for p in parts if p.startswith("resource ")) == ["resource llm", "resource minilm"]
+    with pytest.raises(IkatError) as err:
+        _load(tmp_path, 'name = "x"\n[resources.r]\nkind = "bm25"\nk3 = 1\n' + _stages("raw_query"))
+    assert err.value.where == "resources.r.k3" and "unknown option 'k3'" in err.value.message
+
+
+def test_resources_are_the_capabilities_stages_ask_for(kit):
+    from ikatkit.capabilities import ChatLLM, Encoder, Partitioned, Ranker, Searcher, TextSearcher
+
+    assert isinstance(kit["llm"], ChatLLM) and isinstance(kit["ranker"], Encoder) and isinstance(kit["ranker"], Ranker)
+    assert isinstance(kit["searcher"], TextSearcher) and not isinstance(kit["searcher"], Partitioned)
+    assert isinstance(kit["partitions"], Partitioned) and not isinstance(kit["partitions"], TextSearcher)
+    assert isinstance(kit["partitions"], Searcher) and not isinstance(kit["llm"], Searcher)
+    with pytest.raises(IkatError, match="needs a partitioned-bm25 searcher"):
+        stage_class("select_partition")(kit["searcher"], kit["ranker"], method="all")
+
+
+def test_the_training_hook_runs_with_the_stage_contract_enforced(kit):
+    from ikatkit.pipelines.pipeline import train_stage
+
+    class Learner(Stage):
+        name = "learner"
+        provides = ("memory",)
+
+        def train(self, records, references, respond):
+            for record in records:
+                record.memory = references[record.qid]
+            return [len(records)]
+
+    records = copy.deepcopy(kit["records"][:2])
+    references = {r.qid: f"reference of {r.qid}" for r in records}
+    assert train_stage(Learner(), records, references, lambda rs: rs) == [2]
+    assert [r.memory for r in records] == ["reference of demo-1_1", "reference of demo-1_2"]
+    assert train_stage(Sneaky(), records, references, lambda rs: rs) == []  # the default: nothing to learn
+
+    class Cheater(Learner):
+        def train(self, records, references, respond):
+            records[0].query = "changed"
+            return []
+
+    with pytest.raises(IkatError, match="'learner' changed 'query' of turn demo-1_1"):
+        train_stage(Cheater(), records, references, lambda rs: rs)
+
+
+def test_a_query_file_is_read_and_hashed_once(tmp_path):
+    from ikatkit.digest import file_digest
+    from ikatkit.pipelines.queries import query_file, read_queries
+
+    path = tmp_path / "queries.tsv"
+    path.write_bytes(b"demo-1_1\tprotein\r\n\ndemo-1_2\tiron intake\n")
+    first = query_file(path)
+    assert first.queries == {"demo-1_1": "protein", "demo-1_2": "iron intake"} and first.sha256 == file_digest(path)
+    assert query_file(str(path)) is first and read_queries(path) == first.queries
+    path.write_bytes(b"demo-1_1\tprotein per day\n")
+    assert query_file(path).queries == {"demo-1_1": "protein per day"} and query_file(path).sha256 == \
+        file_digest(path)

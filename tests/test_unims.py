@@ -10,10 +10,10 @@ import pytest
 
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM
-from ikatkit.pipelines.evidence import RefineEvidence
-from ikatkit.pipelines.plan import PlanSources, plan_summary
+from ikatkit.stages.evidence import RefineEvidence
+from ikatkit.stages.plan import PlanSources, plan_summary
 from ikatkit.pipelines.record import TurnRecord
-from ikatkit.pipelines.stages import Respond
+from ikatkit.stages.core import Respond
 
 PTKB = {"1": "I am vegetarian.", "2": "I live in Oslo.", "3": "I have two cats.", "4": "I run marathons."}
 PASSAGES = {f"d:{i}": f"passage number {i} about tofu dishes" for i in range(6)}

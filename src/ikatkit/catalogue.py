@@ -1,6 +1,7 @@
 """The configs ikatkit ships (``configs/*.toml``, inside the package as ``ikatkit/data/configs``): what each needs
 (a GPU, hub models, an LLM server, an index, extras) and whether it runs offline on a CPU, read from the configs
-themselves by the same reading the preflight checks (:func:`ikatkit.pipelines.preflight.config_needs`).
+themselves by the same reading the preflight checks (:func:`ikatkit.pipelines.preflight.config_needs`) and the
+resource kinds' declarations (:class:`ikatkit.pipelines.resources.ResourceKind`).
 
 ``ikatkit configs`` prints it, ``ikatkit configs copy NAME DIR`` copies a config out of the package, and
 ``docs/configs.md``'s table is generated from it (:mod:`ikatkit.docgen`).
@@ -16,11 +17,6 @@ from pathlib import Path
 from ikatkit.atomic import write_text
 from ikatkit.errors import IkatError
 from ikatkit.extras import EXTRAS
-
-SEARCHERS = {"bm25": "a Lucene index (`--index`: the organizers' or your own)",
-             "partitioned-bm25": "partitions (`--index`, from `ikatkit index partition`)",
-             "dense": "a dense index (from `ikatkit index dense`)"}
-
 
 @dataclass(frozen=True)
 class Entry:
@@ -46,6 +42,7 @@ def shipped() -> dict[str, Path]:
 def entry(path: Path) -> Entry:
     """What the config at ``path`` needs, read from its TOML."""
     from ikatkit.pipelines.preflight import OPENAI_URL, config_needs
+    from ikatkit.pipelines.resources import declared
 
     raw = tomllib.loads(path.read_text(encoding="utf-8"))
     found = config_needs(raw)
@@ -54,10 +51,10 @@ def entry(path: Path) -> Entry:
         needs.append("hub models: " + ", ".join(found.hub_models))
     needs += ["LLM server: " + ("the OpenAI API (OPENAI_API_KEY) or an OpenAI-compatible one (base_url)"
                                 if url == OPENAI_URL else url) for _, url, _ in found.servers]
-    kinds = [spec.get("kind") for spec in raw.get("resources", {}).values()]
-    needs += [SEARCHERS[kind] for kind in dict.fromkeys(kinds) if kind in SEARCHERS]
-    needs += [f"file: {name}" for name in dict.fromkeys(found.files) if not any(
-        name == spec.get("path") for spec in raw.get("resources", {}).values())]
+    resources = declared(raw.get("resources", {}))
+    needs += [kind.needs for kind in dict.fromkeys(r.kind for r in resources) if kind.needs]
+    covered = {name for r in resources if r.kind.needs for name in r.files()}  # the index its needs line names
+    needs += [f"file: {name}" for name in dict.fromkeys(found.files) if name not in covered]
     extras = {EXTRAS[m] for m in found.modules if m in EXTRAS} | ({"gpu"} if found.gpu else set())
     return Entry(path.name, str(raw.get("description", "")), tuple(needs), tuple(sorted(extras)),
                  not (found.gpu or found.hub_models or found.servers))

@@ -11,7 +11,7 @@ from ikatkit.studies.context import evaluate_context
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
 from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.pipelines.resources import RANKER_KINDS
-from ikatkit.pipelines.context import CHECKS, METHODS, SelectContext
+from ikatkit.stages.context import CHECKS, METHODS, SelectContext
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +58,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from ikatkit.studies.context import provenance_qrels, write_evaluation
-        from ikatkit.pipelines.context import SCORED_METHODS, check_options
+        from ikatkit.stages.context import SCORED_METHODS, check_options
         from ikatkit.rank import make_ranker
         from ikatkit.topics import load_topics
 

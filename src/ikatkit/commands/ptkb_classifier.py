@@ -1,5 +1,5 @@
 """``ikatkit train-ptkb-classifier`` and ``classify-ptkb``: the trained PTKB classifier of the ``classify_ptkb``
-stage (:mod:`ikatkit.pipelines.ptkb_classifier`) and its baselines, without a pipeline."""
+stage (:mod:`ikatkit.stages.ptkb_classifier`) and its baselines, without a pipeline."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="the classifier's JSON file")
 
     def run(args: argparse.Namespace) -> int:
-        from ikatkit.pipelines.ptkb_classifier import train_classifier
+        from ikatkit.stages.ptkb_classifier import train_classifier
         from ikatkit.pipelines.queries import queries_for
         from ikatkit.rank import make_ranker
         from ikatkit.topics import load_topics
@@ -74,7 +74,7 @@ def _add_classify(sub: argparse._SubParsersAction) -> None:
             cited = {turn.qid: dict.fromkeys(topics.conversation_of(turn.qid).ptkb if args.cite == "all" else (),
                                              1.0) for turn in topics}
         else:
-            from ikatkit.pipelines.ptkb_classifier import PtkbClassifier, ranked_turns
+            from ikatkit.stages.ptkb_classifier import PtkbClassifier, ranked_turns
             from ikatkit.pipelines.queries import queries_for
             from ikatkit.rank import make_ranker
 

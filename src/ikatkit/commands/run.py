@@ -11,7 +11,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    from ikatkit.pipelines.stages import STAGES
+    from ikatkit.stages.core import STAGES
 
     p = sub.add_parser(
         "run", help="run a pipeline config over topics: official run + TREC run + manifest, validated",

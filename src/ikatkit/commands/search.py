@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ikatkit.commands import default
 from ikatkit.errors import IkatError
 from ikatkit.models import DEFAULT_ENCODER
-from ikatkit.pipelines.stages import RankPtkb
+from ikatkit.stages.core import RankPtkb
 from ikatkit.rank.standalone import rerank_run
 from ikatkit.retrieve.bm25 import Bm25Searcher
 from ikatkit.retrieve.fusion import METHODS

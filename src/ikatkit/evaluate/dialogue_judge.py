@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.assessments import DIALOG_FORM, Assessment, Form
 from ikatkit.evaluate.responses.agreement import BOOTSTRAP, kappa
@@ -49,7 +50,7 @@ def parse_value(output: str, top: int) -> int | None:
 class DialogueJudge:
     """Rates assessed units (:class:`~ikatkit.evaluate.assessments.Assessment`) with an LLM of ``ikatkit.llm``."""
 
-    def __init__(self, llm: Any, forms: dict[str, Form], max_new_tokens: int = 4) -> None:
+    def __init__(self, llm: ChatLLM, forms: dict[str, Form], max_new_tokens: int = 4) -> None:
         self.llm, self.forms, self.max_new_tokens = llm, forms, max_new_tokens
         self.label = f"LLM {llm.backend}:{llm.model}"
 

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.evaluate.responses.scorers import rouge, tokenize
 from ikatkit.llm.parse import parse_rewrite
 from ikatkit.topics import Topics
@@ -15,7 +15,7 @@ def rouge_l(candidate: str, reference: str) -> float:
     return rouge([candidate], [reference], types=("rougeL",))["rougeL_f"][0]
 
 
-def evaluate_rewrites(llm: Any, topics: Topics) -> dict[str, float]:
+def evaluate_rewrites(llm: ChatLLM, topics: Topics) -> dict[str, float]:
     """Rewrite every turn with ``llm`` (the RtG prompt) and score against the resolved utterances."""
     from ikatkit.finetune.data import rewrite_examples
 

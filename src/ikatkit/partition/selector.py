@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ikatkit.atomic import atomic_open
+from ikatkit.capabilities import Partitioned
 from ikatkit.errors import IkatError
 from ikatkit.retrieve.bm25 import Hit
 
@@ -33,7 +34,7 @@ def feature_names(with_centroids: bool) -> list[str]:
         ["centroid_cosine"] if with_centroids else [])
 
 
-def partition_rankings(searcher: Any, queries: Mapping[str, str], k: int) -> list[dict[str, list[Hit]]]:
+def partition_rankings(searcher: Partitioned, queries: Mapping[str, str], k: int) -> list[dict[str, list[Hit]]]:
     """Each partition's own BM25 ranking of every query (``[partition][qid]``)."""
     return [searcher.batch_search(queries, k, partitions=[p]) for p in range(searcher.count)]
 
@@ -207,7 +208,7 @@ def judged_turns(topics: Any, qrels: Mapping[str, Mapping[str, int]] | None, pro
 def train_selector(folder: str | Path, queries: Mapping[str, str], judged: Mapping[str, Mapping[str, int]],
                    encode: Callable[[list[str]], np.ndarray], out: str | Path | None = None, *, seed: int = 0,
                    episodes: int = 20000, top: int = 5, measure: str = "nDCG@3", k: int = 100,
-                   searcher: Any = None) -> Policy:
+                   searcher: Partitioned | None = None) -> Policy:
     """Train Agent-S on the judged ``queries`` over the partitions in ``folder``; saved to ``out`` if given."""
     if searcher is None:
         from ikatkit.retrieve.partitioned import PartitionedSearcher

@@ -26,18 +26,22 @@ Hooks, each with a do-nothing default, that a stage overrides when it needs them
   gives a stage that keeps files of its own the run's folder (``track_persona``'s store);
   ``check_records(records)`` rejects topics the stage cannot work on before any batch runs (``ikatkit run``
   calls it with every turn of the topics, ``ikatkit interactive`` with each turn);
-- after a run: ``summary(records, seconds)`` (with ``summary_key``).
+- after a run: ``summary(records, seconds)`` (with ``summary_key``);
+- in a training loop: ``train(records, references, respond)`` runs the stage against reference responses and returns
+  the rows a model of the stage learns from (Agent-R's ``refine_memory``); training loops call it through
+  :func:`ikatkit.pipelines.pipeline.train_stage`, which enforces the contract as for ``transform``.
 
 Stage modules import this module (and :func:`ikatkit.pipelines.registry.register`); this module imports no stage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.record import TurnRecord
 
@@ -99,6 +103,13 @@ class Stage:
     def check_records(self, records: Sequence[TurnRecord]) -> None:
         """Reject, with an IkatError, topics the stage cannot work on before any batch runs (default: none)."""
 
+    def train(self, records: list[TurnRecord], references: dict[str, str],
+              respond: Callable[[list[TurnRecord]], list[TurnRecord]]) -> list[Any]:
+        """In a training loop: work on ``records`` as ``transform`` does, judged against ``references`` (qid ->
+        reference response) through ``respond`` (the stages after it), and return what a model of the stage learns
+        from (default: nothing to learn, no record changed)."""
+        return []
+
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         raise NotImplementedError
 
@@ -125,14 +136,14 @@ def query_of(key: str) -> str:
     return key.partition("\t")[2]
 
 
-def reject(record: TurnRecord, llm: Any, stage: str, output: str, note: str) -> None:
+def reject(record: TurnRecord, llm: ChatLLM, stage: str, output: str, note: str) -> None:
     """Note a guarded LLM output on the record (kept in ``rejected``) and count it as the LLM's fallback."""
     record.notes.append(note)
     record.rejected[stage] = output
     llm.count_fallback(f"{record.qid}: {note}")
 
 
-def chat(llm: Any, task: str, variables: list[dict[str, Any]]) -> list[str]:
+def chat(llm: ChatLLM, task: str, variables: list[dict[str, Any]]) -> list[str]:
     """One LLM reply per set of prompt variables of ``task`` (none for none)."""
     from ikatkit.llm.prompts import STOPS, render
 

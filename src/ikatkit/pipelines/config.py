@@ -21,7 +21,7 @@ from ikatkit.suggest import path_fix
 from ikatkit.pipelines.base import INITIAL_FIELDS, Placement, Stage
 from ikatkit.pipelines.options import check_options, fits
 from ikatkit.pipelines.registry import stage_class, stages
-from ikatkit.pipelines.resources import PARAMS, Where, build_resource, check_resource, stage_resources
+from ikatkit.pipelines.resources import PARAMS, Resource, Where, build_resource, resource, stage_resources
 
 TOP_LEVEL = {"name": str, "run_type": str, "description": str, "team_id": str, "batch_size": int, "threads": int,
              "resources": dict, "stages": list}
@@ -63,11 +63,11 @@ class StageSpec(Mapping[str, Any]):
 class RunConfig:
     """A parsed, checked run config. ``stages`` are checked specs; change them only with :func:`with_stages`, which
     checks them again. ``toml`` is the file's top level without ``stages``; :attr:`raw` is the config as a TOML
-    table (kept in the run's manifest and fingerprint)."""
+    table (kept in the run's manifest and fingerprint); ``resources`` are checked records, each read as its table."""
 
     name: str
     run_type: str
-    resources: dict[str, dict[str, Any]]
+    resources: dict[str, Resource]
     stages: tuple[StageSpec, ...]
     batch_size: int = 16
     team_id: str = ""
@@ -114,9 +114,7 @@ def load_config(path: str | Path) -> RunConfig:
     run_type = raw.get("run_type", "automatic")
     if run_type not in RUN_TYPES:
         raise IkatError(f"unknown run_type {run_type!r}", path=path, where="run_type", fix=f"use one of {RUN_TYPES}")
-    resources = raw.get("resources", {})
-    for name, spec in resources.items():
-        _check_resource(path, name, spec)
+    resources = {name: _resource(path, name, spec) for name, spec in raw.get("resources", {}).items()}
     top = {key: value for key, value in raw.items() if key != "stages"}
     config = RunConfig(raw["name"], run_type, resources, (), raw.get("batch_size", 16), raw.get("team_id", ""),
                        raw.get("description", ""), path, top, raw.get("threads"))
@@ -155,16 +153,16 @@ def _with_checked_stages(config: RunConfig, tables: Sequence[Any], text: str) ->
     return replace(config, stages=tuple(specs))
 
 
-def _check_resource(path: Path, name: str, spec: Any) -> None:
+def _resource(path: Path, name: str, spec: Any) -> Resource:
     try:
-        check_resource(name, spec)
+        return resource(name, spec)
     except IkatError as err:
         where = f"resources.{name}" + (f".{err.where}" if err.where else "")
         raise IkatError(err.message, path=path, where=where, fix=err.fix) from None
 
 
 def _check_stage_options(path: Path | None, where: str, cls: type[Stage], options: dict[str, Any],
-                         resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                         resources: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """A stage's options checked against its signature, with the resource each parameter will use (or None)."""
     accepted = inspect.signature(cls.__init__).parameters
     plain = {k: v for k, v in options.items() if k not in PARAMS or k not in accepted}
@@ -177,7 +175,7 @@ def _check_stage_options(path: Path | None, where: str, cls: type[Stage], option
 
 
 def check_order(placed: list[tuple[type[Stage], dict[str, Any]]], path: Path | None = None,
-                resources: dict[str, dict[str, Any]] | None = None) -> None:
+                resources: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Every field a stage requires is provided by an earlier stage (or set when the record is made); no field a
     stage reads in order (``ordered_reads``) is set only by a later stage; each stage's ``check_placement`` passes.
 

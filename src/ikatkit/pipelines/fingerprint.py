@@ -1,7 +1,8 @@
 """What a run's checkpoints belong to: a digest per input that changes outputs.
 
 ``parts`` names each input (config, prompts, topics, index, ikatkit version, threads, each model's identity),
-so a refused resume says what changed. Model identity: a local file or folder (``bundled:*`` included) by its
+so a refused resume says what changed. What makes a resource's identity is what its kind declares
+(:class:`ikatkit.pipelines.resources.ResourceKind`): a local model file or folder (``bundled:*`` included) by its
 content, a hub id by the revision in the local Hugging Face cache, an OpenAI-compatible model by name and
 server; LoRA adapters by their content.
 """
@@ -17,6 +18,7 @@ from ikatkit import __version__
 from ikatkit.digest import json_digest, tree_digest
 from ikatkit.index.lucene import index_identity
 from ikatkit.models import resolve_model
+from ikatkit.pipelines.resources import Resource, declared
 
 
 def _sha(data: Any) -> str:
@@ -46,20 +48,25 @@ def model_identity(model: str, memo: Path | None = None, revision: str | None = 
     return f"hub:{model}@{revision or 'not in the local cache'}"
 
 
-def resource_identity(spec: dict[str, Any], memo: Path | None = None) -> dict[str, str]:
-    """The identity of a resource's model, adapter and own index; empty for resources without them (BM25)."""
+def resource_identity(resource: Resource, memo: Path | None = None) -> dict[str, str]:
+    """The identity of what a resource's kind declares as its identity (``ResourceKind.identity``): its model, its
+    own index, its adapter; empty for resources without them (BM25)."""
     identity: dict[str, str] = {}
-    if isinstance(spec.get("model"), str):
-        if spec.get("backend") == "openai":
-            identity["model"] = f"openai:{spec['model']}@{spec.get('base_url', 'api.openai.com')}"
-        else:
-            identity["model"] = model_identity(spec["model"], memo, spec.get("revision"))
-    if isinstance(spec.get("index"), str):  # a resource with its own index (e.g. dense): its manifest or commit
-        found = index_identity(spec["index"])
-        identity["index"] = found if found == spec["index"] else _sha(found)
-    if isinstance(spec.get("adapter"), str):
-        adapter = Path(spec["adapter"])
-        identity["adapter"] = "sha256:" + tree_digest(adapter, memo) if adapter.exists() else f"missing:{adapter}"
+    spec = resource.options
+    for key in resource.kind.identity:
+        value = spec.get(key)
+        if not isinstance(value, str):
+            continue
+        if key == "model" and resource.backend == "openai":
+            identity[key] = f"openai:{value}@{spec.get('base_url', 'api.openai.com')}"
+        elif key == "model":
+            identity[key] = model_identity(value, memo, spec.get("revision"))
+        elif key == "index":  # a resource with its own index (e.g. dense): its manifest or commit
+            found = index_identity(value)
+            identity[key] = found if found == value else _sha(found)
+        else:  # a file or folder (an adapter) by its content
+            path = Path(value)
+            identity[key] = "sha256:" + tree_digest(path, memo) if path.exists() else f"missing:{path}"
     return identity
 
 
@@ -77,18 +84,18 @@ def threads(uses_torch: bool, configured: int | None = None) -> dict[str, int]:
 def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]], year: int,
                       index: str | Path | None, memo: Path | None = None, models: bool = True) -> dict[str, str]:
     """A digest per input that changes a run's outputs; ``models=False`` leaves out the (slower) model identities."""
-    resources = raw_config.get("resources", {})
+    resources = {resource.name: resource for resource in declared(raw_config.get("resources", {}))}
     parts = {
         "config": _sha(raw_config),
         "prompts": prompts_digest(),
         "topics": _sha({"year": year, "records": records}),
         "index": _sha(index_identity(index)),
         "ikatkit": __version__,
-        "threads": _sha(threads(any(spec.get("kind") != "bm25" for spec in resources.values()),
+        "threads": _sha(threads(any("torch" in resource.modules() for resource in resources.values()),
                                 raw_config.get("threads"))),
     }
-    for name, spec in sorted(resources.items()) if models else ():
-        identity = resource_identity(spec, memo)
+    for name, resource in sorted(resources.items()) if models else ():
+        identity = resource_identity(resource, memo)
         if identity:
             parts[f"resource {name}"] = _sha(identity)
     return parts

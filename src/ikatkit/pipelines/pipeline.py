@@ -29,10 +29,29 @@ RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(TurnRecord))
 def run_stage(stage: Stage, records: list[TurnRecord]) -> list[TurnRecord]:
     """``stage.transform(records)`` with its contract enforced: the same turns come back in order, and no field
     the stage does not declare (``provides`` and the shared ``notes``/``rejected``) changed on any of them."""
+    return _enforced(stage, records, stage.transform)
+
+
+def train_stage(stage: Stage, records: list[TurnRecord], references: dict[str, str],
+                respond: Callable[[list[TurnRecord]], list[TurnRecord]]) -> list[Any]:
+    """``stage.train(records, references, respond)`` (:meth:`Stage.train`) with the contract :func:`run_stage`
+    enforces on the records it works on; what it returns."""
+    learned: list[Any] = []
+
+    def train(batch: list[TurnRecord]) -> list[TurnRecord]:
+        learned.extend(stage.train(batch, references, respond))
+        return batch
+
+    _enforced(stage, records, train)
+    return learned
+
+
+def _enforced(stage: Stage, records: list[TurnRecord],
+              step: Callable[[list[TurnRecord]], list[TurnRecord]]) -> list[TurnRecord]:
     watched = [f for f in RECORD_FIELDS if f not in type(stage).declared()]
     before = pickle.loads(pickle.dumps([[getattr(r, f) for f in watched] for r in records]))  # a fast deep copy
     qids = [r.qid for r in records]
-    out = stage.transform(records)
+    out = step(records)
     if [r.qid for r in out] != qids:
         raise IkatError(f"stage {stage.name!r} returned turns {[r.qid for r in out][:5]} for {qids[:5]}",
                         fix=f"{type(stage).__qualname__}.transform must return the records it was given, in order")

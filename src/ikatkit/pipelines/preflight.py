@@ -32,11 +32,6 @@ OPENAI_URL = "https://api.openai.com/v1"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 PROBE_SECONDS = 4.0  # one network probe (DNS included); a tiny completion gets COMPLETION_SECONDS
 COMPLETION_SECONDS = 60.0
-# Resource kind -> the optional modules building it imports (their extras are named when absent).
-KIND_MODULES = {"bi-encoder": ["torch", "sentence_transformers"], "cross-encoder": ["torch", "sentence_transformers"],
-                "bm25": ["pyserini", "jnius"], "partitioned-bm25": ["pyserini", "jnius"],
-                "dense": ["torch", "sentence_transformers", "faiss"]}
-LLM_MODULES = {"transformers": ["torch", "transformers"], "openai": ["openai"]}
 
 
 @dataclass
@@ -62,30 +57,25 @@ def is_hub_id(model: str) -> bool:
 
 def config_needs(raw: dict[str, Any]) -> Needs:
     """What the config ``raw`` (as read from TOML) names: its resources' models, GPU options and servers, the
-    models of its stages' ``*_model`` options (explicit, or the stage's default), the files they read."""
+    models of its stages' ``*_model`` options (explicit, or the stage's default), the files they read. What each
+    resource needs is what its kind declares (:class:`ikatkit.pipelines.resources.ResourceKind`)."""
     from ikatkit.pipelines.registry import stages
+    from ikatkit.pipelines.resources import declared
 
     needs = Needs()
-    for name, spec in raw.get("resources", {}).items():
-        place, kind = f"resources.{name}", spec.get("kind")
-        needs.modules += KIND_MODULES.get(kind, [])
-        if kind == "llm":
-            backend = spec.get("backend", "transformers")
-            needs.modules += LLM_MODULES.get(backend, [])
-            if backend == "openai":
-                needs.servers.append((f"{place}.base_url" if "base_url" in spec else f"{place}.backend",
-                                      spec.get("base_url", OPENAI_URL), str(spec.get("model"))))
-                continue
-            if spec.get("quantization"):
-                needs.gpu.append((f"{place}.quantization", f'quantization = "{spec["quantization"]}"'))
-            if spec.get("adapter"):
-                needs.modules.append("peft")
-                needs.files.append(str(spec["adapter"]))
-        if isinstance(spec.get("model"), str):
-            needs.models.append((f"{place}.model", spec["model"], kind == "bi-encoder"))
+    for resource in declared(raw.get("resources", {})):
+        place, spec = f"resources.{resource.name}", resource.options
+        needs.modules += resource.modules()
+        if resource.backend == "openai":  # a server's model: no local model, GPU or file
+            needs.servers.append((f"{place}.base_url" if "base_url" in spec else f"{place}.backend",
+                                  spec.get("base_url", OPENAI_URL), str(spec.get("model"))))
+            continue
+        if spec.get("quantization"):
+            needs.gpu.append((f"{place}.quantization", f'quantization = "{spec["quantization"]}"'))
+        needs.models += [(f"{place}.{key}", model, resource.kind.cache_only) for key, model in resource.models()]
         if str(spec.get("device", "")).startswith("cuda"):
             needs.gpu.append((f"{place}.device", f'device = "{spec["device"]}"'))
-        needs.files += [str(spec[key]) for key in ("path", "partitions") if isinstance(spec.get(key), str)]
+        needs.files += resource.files()
     table = stages()
     for i, stage in enumerate(raw.get("stages", [])):
         cls = table.get(stage.get("stage", "")) if isinstance(stage, dict) else None

@@ -2,29 +2,53 @@
 
 ``ikatkit search --queries FILE`` searches them; ``ikatkit run --queries FILE`` (or a ``file_query`` stage)
 uses them as the turns' queries. A run pins each query file's SHA-256 into its config, so the run's
-fingerprint changes when the file does.
+fingerprint changes when the file does. A file is read and hashed once (:func:`query_file`) however many readers
+ask for it while it stays as it is.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ikatkit.digest import file_digest as file_sha256  # the name FileQuery and pin_query_files use
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.config import RunConfig, with_stages
 
 QUERY_STAGES = ("raw_query", "manual_query", "rewrite")
 
 
-def read_queries(path: str | Path) -> dict[str, str]:
-    """``{qid: text}`` from a TSV file; blank lines are skipped, a malformed or repeated line is an error."""
+@dataclass(frozen=True)
+class QueryFile:
+    """A query file as read: its queries and the SHA-256 of its bytes."""
+
+    queries: dict[str, str]
+    sha256: str
+
+
+def query_file(path: str | Path) -> QueryFile:
+    """The query file at ``path``, read and hashed once while its size and modification time stay the same."""
     path = Path(path)
     if not path.is_file():
         raise IkatError("query file not found", path=path, fix="pass a file of 'qid<TAB>text' lines")
+    stat = path.stat()
+    return _query_file(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+def read_queries(path: str | Path) -> dict[str, str]:
+    """``{qid: text}`` from a TSV file; blank lines are skipped, a malformed or repeated line is an error."""
+    return dict(query_file(path).queries)
+
+
+@lru_cache(maxsize=16)
+def _query_file(path: Path, size: int, mtime_ns: int) -> QueryFile:
+    data = path.read_bytes()
     queries: dict[str, str] = {}
-    with open(path, encoding="utf-8") as handle:
+    with io.StringIO(data.decode("utf-8"), newline=None) as handle:  # universal newlines, as a text file reads
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -38,7 +62,7 @@ def read_queries(path: str | Path) -> dict[str, str]:
             queries[qid] = text.strip()
     if not queries:
         raise IkatError("query file is empty", path=path, fix="pass a file of 'qid<TAB>text' lines")
-    return queries
+    return QueryFile(queries, hashlib.sha256(data).hexdigest())
 
 
 def queries_for(kind: str, topics: str | Path | None) -> dict[str, str]:
@@ -80,15 +104,13 @@ def pin_query_files(config: RunConfig, qids: list[str]) -> RunConfig:
                 raise IkatError("a file_query stage needs path = \"queries.tsv\"", path=config.path,
                                 fix="add path, or pass --queries FILE to ikatkit run")
             path = spec.options["path"]
-            if not Path(path).is_file():
-                raise IkatError("query file not found", path=path, fix="pass a file of 'qid<TAB>text' lines")
-            queries = read_queries(path)
-            missing = [qid for qid in qids if qid not in queries]
+            found = query_file(path)
+            missing = [qid for qid in qids if qid not in found.queries]
             if missing:
                 raise IkatError(f"no query for {len(missing)} of the {len(qids)} turns, e.g. {missing[:3]}",
                                 path=path, fix="add a 'qid<TAB>text' line for every turn, or pass "
                                                "--conversations to run fewer")
-            tables.append({**spec, "sha256": file_sha256(path)})
+            tables.append({**spec, "sha256": found.sha256})
         else:
             tables.append(spec)
     return with_stages(config, tables)

@@ -1,38 +1,41 @@
 """The stage registry: stage classes register themselves by name with :func:`register`.
 
-Built-in stage modules (:data:`BUILTIN_MODULES`) are imported on the first lookup, not before, so importing a
-stage module never imports the others. Other packages add stages through the ``ikatkit.stages`` entry point group
-(:data:`ENTRY_POINT_GROUP`): each entry point names a module whose classes use :func:`register`, or a
-:class:`~ikatkit.pipelines.base.Stage` class itself, e.g. in the plugin's ``pyproject.toml``::
+Every stage, ikatkit's own included, comes through the ``ikatkit.stages`` entry point group
+(:data:`ENTRY_POINT_GROUP`), loaded on the first lookup, not before, so importing a stage module never imports the
+others and the registry names no stage module. Each entry point names a module whose classes use :func:`register`,
+a :class:`~ikatkit.pipelines.base.Stage` class itself, or a sequence of them, e.g. in the plugin's
+``pyproject.toml``::
 
     [project.entry-points."ikatkit.stages"]
     echo_query = "my_package.stages:EchoQuery"
 
-The entry point's name should be the stage's: an entry point that does not load is reported by ``ikatkit stages``
-and when a config names it (:func:`broken_entry_points`), and never stops the other stages from loading.
+ikatkit's own entry point ``builtin`` names :data:`ikatkit.stages.builtin.MODULES`: its stages are listed first, in
+that order. The entry point's name should be the stage's: an entry point that does not load is reported by
+``ikatkit stages`` and when a config names it (:func:`broken_entry_points`), and never stops the other stages from
+loading.
 
-Adding a built-in stage: ``@register`` on its class and its module's name in :data:`BUILTIN_MODULES`.
+Adding a built-in stage: ``@register`` on its class, in a module of :mod:`ikatkit.stages` listed in
+``ikatkit/stages/builtin.py``.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
 from typing import Any, TypeVar
 
 from ikatkit.errors import IkatError
 from ikatkit.suggest import did_you_mean
 from ikatkit.pipelines.base import Stage
 
-BUILTIN_MODULES = ("ikatkit.pipelines.stages", "ikatkit.pipelines.context", "ikatkit.pipelines.refine",
-                   "ikatkit.partition.stage", "ikatkit.partition.memory", "ikatkit.pipelines.plan",
-                   "ikatkit.pipelines.evidence", "ikatkit.pipelines.persona")
 ENTRY_POINT_GROUP = "ikatkit.stages"
+DISTRIBUTION = "ikatkit"  # whose entry points come first
 
 S = TypeVar("S", bound=type)
 _registered: dict[str, type[Stage]] = {}
 _broken: dict[str, IkatError] = {}  # entry point name -> why it did not load
+_order: list[str] = []  # the modules listed by entry points, in their order (stages are listed in that order)
 _loaded = False
 
 
@@ -60,18 +63,34 @@ def register(cls: S) -> S:
     return cls
 
 
+def _own(point: EntryPoint) -> bool:
+    return point.dist is not None and point.dist.name == DISTRIBUTION
+
+
+def _add(found: object) -> None:
+    """What an entry point names: a module (its classes registered themselves on import), a Stage class, or a
+    sequence of them (their order is the listing order)."""
+    for item in found if isinstance(found, (list, tuple)) else (found,):
+        if isinstance(item, ModuleType):
+            _order.append(item.__name__)
+        elif isinstance(item, type):
+            register(item)
+            _order.append(item.__module__)
+
+
 def _load() -> None:
-    """Import the built-in stage modules and the entry points' stages (once)."""
+    """Load the entry points' stages, ikatkit's own first (once)."""
     global _loaded
     if _loaded:
         return
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    points = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda point: not _own(point))
+    if not any(_own(point) for point in points):
+        raise IkatError(f"ikatkit's own stages are not registered: its installed metadata has no {ENTRY_POINT_GROUP} "
+                        "entry point (an install older than the code)", where=ENTRY_POINT_GROUP,
+                        fix="install ikatkit again (`make setup`, or `pip install -e .` in the checkout)")
+    for point in points:
         try:
-            found = point.load()
-            if isinstance(found, type):
-                register(found)
+            _add(point.load())
         except Exception as err:  # a broken plugin names itself, whatever it raised
             _broken[point.name] = IkatError(
                 f"the stage entry point {point.name!r} ({point.value}) does not load: {type(err).__name__}: {err}",
@@ -86,9 +105,10 @@ def broken_entry_points() -> list[IkatError]:
 
 
 def stages() -> dict[str, type[Stage]]:
-    """Every registered stage by name: the built-ins in :data:`BUILTIN_MODULES` order, then the others."""
+    """Every registered stage by name: those of the modules entry points list, in that order (ikatkit's own
+    first), then the others."""
     _load()
-    order = {module: i for i, module in enumerate(BUILTIN_MODULES)}
+    order = {module: i for i, module in reversed(list(enumerate(_order)))}
     names = list(_registered)
     return {name: _registered[name] for name in sorted(
         names, key=lambda n: (order.get(_registered[n].__module__, len(order)), names.index(n)))}

@@ -1,15 +1,20 @@
-"""Resources a config declares (``[resources.NAME]`` with a ``kind``): one table from kind to option check and
-factory (:data:`KINDS`), which stage parameter each kind serves, and the one place a stage's unnamed resource
-parameter gets its default (:func:`stage_resources`).
+"""Resources a config declares (``[resources.NAME]`` with a ``kind``): one table of kinds (:data:`KINDS`), each
+declaring once what every reader needs: the stage parameter it serves, its option check and factory, the optional
+modules building it imports (by backend for an LLM), the options naming the models and files it loads, the options
+that make its identity (the fingerprint's), what else it needs (the catalogue's). A config's resources are
+:class:`Resource` records (:func:`resource` checks one); the one place a stage's unnamed resource parameter gets its
+default is :func:`stage_resources`.
 
 A kind's ``check`` runs at config load (nothing opens); its ``build`` runs when a stage first needs the resource.
+Preflight (:mod:`ikatkit.pipelines.preflight`), the fingerprint (:mod:`ikatkit.pipelines.fingerprint`) and the
+catalogue (:mod:`ikatkit.catalogue`) read these declarations, never a kind's name.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +35,74 @@ class Where:
     config: Path | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ResourceKind:
     """One kind of resource: the stage parameter it serves, its option check and its factory (options without
-    ``kind``; the factory may change its copy)."""
+    ``kind``; the factory may change its copy), and what the readers of a config need to know of it:
+
+    - ``modules``: the optional modules building it imports (their extras are named when one is absent);
+      ``backends``: more of them by the ``backend`` option (an LLM's), ``default_backend`` when none is given;
+      ``option_modules``: more of them when an option is set (an LLM's ``adapter``: peft);
+    - ``models``: the options naming a model it loads; ``cache_only``: its loader never downloads;
+    - ``files``: the options naming files or folders it reads;
+    - ``identity``: the options whose content is its identity in a run's fingerprint (``model``, ``index``,
+      ``adapter``: :func:`ikatkit.pipelines.fingerprint.resource_identity`);
+    - ``needs``: what it needs besides, for the config catalogue (a searcher's index)."""
 
     name: str
     serves: str
     check: Callable[[dict[str, Any]], None]
     build: Callable[[str, dict[str, Any], Where], Any]
     searcher_class: Callable[[], type[Any]] | None = None
+    modules: tuple[str, ...] = ()
+    backends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    default_backend: str | None = None
+    option_modules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    models: tuple[str, ...] = ()
+    cache_only: bool = False
+    files: tuple[str, ...] = ()
+    identity: tuple[str, ...] = ()
+    needs: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Resource(Mapping[str, Any]):
+    """One checked ``[resources.NAME]`` table: its name, its kind and its options (without ``kind``). Read as a
+    mapping it is the table as written (``resource["kind"]``, ``dict(resource)``)."""
+
+    name: str
+    kind: ResourceKind
+    options: Mapping[str, Any]
+
+    @property
+    def backend(self) -> str | None:
+        """The LLM backend (None for a kind without backends)."""
+        return self.options.get("backend", self.kind.default_backend) if self.kind.backends else None
+
+    def modules(self) -> list[str]:
+        """The optional modules building it imports."""
+        return [*self.kind.modules, *self.kind.backends.get(self.backend or "", ()),
+                *(m for key, found in self.kind.option_modules.items() if self.options.get(key) for m in found)]
+
+    def models(self) -> list[tuple[str, str]]:
+        """``(option, model)`` for each model it names."""
+        return [(key, self.options[key]) for key in self.kind.models if isinstance(self.options.get(key), str)]
+
+    def files(self) -> list[str]:
+        """The files and folders it names."""
+        return [str(self.options[key]) for key in self.kind.files if isinstance(self.options.get(key), str)]
+
+    def _table(self) -> dict[str, Any]:
+        return {"kind": self.kind.name, **self.options}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self.options) + 1
 
 
 def _need_model(options: dict[str, Any]) -> None:
@@ -67,7 +130,7 @@ def _build_llm(name: str, spec: dict[str, Any], where: Where) -> Any:
     return make_llm(spec)
 
 
-def _ranker_kind(kind: str) -> ResourceKind:
+def _ranker_kind(kind: str, cache_only: bool = False) -> ResourceKind:
     def check(options: dict[str, Any]) -> None:
         from ikatkit.rank import KINDS as RANKERS
 
@@ -82,7 +145,8 @@ def _ranker_kind(kind: str) -> ResourceKind:
             spec.setdefault("cache_dir", str(where.cache_dir / "embeddings"))
         return make_ranker(kind, spec.pop("model"), **spec)
 
-    return ResourceKind(kind, "ranker", check, build)
+    return ResourceKind(kind, "ranker", check, build, modules=("torch", "sentence_transformers"), models=("model",),
+                        cache_only=cache_only, identity=("model",))
 
 
 def _bm25_class() -> type[Any]:
@@ -140,31 +204,51 @@ def _build_partitioned(name: str, spec: dict[str, Any], where: Where) -> Any:
     return _partitioned_class()(folder, **spec)
 
 
+LUCENE = ("pyserini", "jnius")
 KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
-    ResourceKind("llm", "llm", _check_llm, _build_llm),
-    _ranker_kind("bi-encoder"),
+    ResourceKind("llm", "llm", _check_llm, _build_llm, backends={"transformers": ("torch", "transformers"),
+                                                                 "openai": ("openai",)},
+                 default_backend="transformers", option_modules={"adapter": ("peft",)}, models=("model",),
+                 files=("adapter",),
+                 identity=("model", "adapter")),
+    _ranker_kind("bi-encoder", cache_only=True),
     _ranker_kind("cross-encoder"),
-    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _bm25_class),
-    ResourceKind("dense", "searcher", _check_dense, _build_dense, _dense_class),
-    ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _partitioned_class),
+    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _bm25_class, modules=LUCENE,
+                 needs="a Lucene index (`--index`: the organizers' or your own)"),
+    ResourceKind("dense", "searcher", _check_dense, _build_dense, _dense_class,
+                 modules=("torch", "sentence_transformers", "faiss"), files=("path",), identity=("index",),
+                 needs="a dense index (from `ikatkit index dense`)"),
+    ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _partitioned_class,
+                 modules=LUCENE, files=("partitions",),
+                 needs="partitions (`--index`, from `ikatkit index partition`)"),
 )}
 PARAM_KINDS: dict[str, tuple[str, ...]] = {param: tuple(k for k, kind in KINDS.items() if kind.serves == param)
                                            for param in PARAMS}
 RANKER_KINDS = PARAM_KINDS["ranker"]  # the re-ranker kinds (`ikatkit search/rerank/context` choices)
 
 
-def check_resource(name: str, spec: Any) -> None:
-    """One declared resource: a table with a known ``kind`` and options that kind accepts. Errors' ``where`` is
-    the key inside the resource's table (``kind``, ``model``, an option), or None for the table."""
-    if not isinstance(spec, dict):
+def resource(name: str, spec: Any) -> Resource:
+    """One declared resource, checked: a table with a known ``kind`` and options that kind accepts. Errors'
+    ``where`` is the key inside the resource's table (``kind``, ``model``, an option), or None for the table."""
+    if not isinstance(spec, Mapping):
         raise IkatError(f"resource {name!r} is not a table", fix=f'write [resources.{name}] with kind = "..."')
     kind = spec.get("kind")
     if kind not in KINDS:
         raise IkatError(f"resource {name!r} has unknown kind {kind!r}", where="kind", fix=f"use one of {list(KINDS)}")
-    KINDS[kind].check({k: v for k, v in spec.items() if k != "kind"})
+    options = {k: v for k, v in spec.items() if k != "kind"}
+    KINDS[kind].check(dict(options))
+    return Resource(name, KINDS[kind], options)
 
 
-def build_resource(name: str, spec: dict[str, Any], where: Where) -> Any:
+def declared(resources: Mapping[str, Any]) -> list[Resource]:
+    """The resources of a config's TOML table whose kind is known, as records (unchecked options: the catalogue's
+    and preflight's reading of a file)."""
+    return [spec if isinstance(spec, Resource) else Resource(name, KINDS[spec["kind"]],
+                                                             {k: v for k, v in spec.items() if k != "kind"})
+            for name, spec in resources.items() if isinstance(spec, Mapping) and spec.get("kind") in KINDS]
+
+
+def build_resource(name: str, spec: Mapping[str, Any], where: Where) -> Any:
     """The object a declared (and checked) resource stands for."""
     options = {k: v for k, v in spec.items() if k != "kind"}
     return KINDS[spec["kind"]].build(name, options, where)
@@ -179,7 +263,7 @@ def searcher_takes(kind: str | None, argument: str) -> bool:
 
 
 def stage_resources(cls: type[Stage], options: dict[str, Any],
-                    resources: dict[str, dict[str, Any]]) -> dict[str, str | None]:
+                    resources: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
     """The resource each resource parameter of stage ``cls`` uses: the one ``options`` names, else the only
     declared resource of a fitting kind (None when the parameter is optional and none fits). Errors' ``where``
     is the parameter."""

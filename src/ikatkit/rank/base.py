@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ikatkit import capabilities
+
 PTKB_HISTORY_WEIGHT = 0.8  # weight of a PTKB statement's best score against earlier turns (tuned: see rank_ptkb)
 
 
@@ -54,8 +56,8 @@ class Ranker:
         return ranked
 
 
-def rank_ptkb(ranker: Ranker, query: str, ptkb: dict[str, str], k: int | None = None, history: Sequence[str] = (),
-              history_weight: float = 0.0) -> list[tuple[str, float]]:
+def rank_ptkb(ranker: capabilities.Ranker, query: str, ptkb: dict[str, str], k: int | None = None,
+              history: Sequence[str] = (), history_weight: float = 0.0) -> list[tuple[str, float]]:
     """A conversation's PTKB statements ``{key: text}`` ranked against ``query`` (ties by key), top ``k``.
 
     With ``history`` (earlier utterances of the conversation, e.g. the last two) each statement's score adds

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from ikatkit.rank.base import Ranker
+from ikatkit.capabilities import Ranker
 
 K = TypeVar("K", bound=Hashable)
 

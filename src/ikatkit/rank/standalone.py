@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ikatkit.errors import IkatError
-from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, Ranker, rank_ptkb
+from ikatkit.capabilities import Ranker
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, rank_ptkb
 from ikatkit.rank.rerank import rerank_lists
 from ikatkit.runs.model import Run, ranking_run
 from ikatkit.topics import Topics

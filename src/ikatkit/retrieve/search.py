@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ikatkit.capabilities import Searcher
 from ikatkit.retrieve.fusion import fuser
 
 Lists = dict[str, list[tuple[str, float]]]
 
 
-def search(searcher: Any, queries: Mapping[str, str], k: int = 1000,
+def search(searcher: Searcher, queries: Mapping[str, str], k: int = 1000,
            partitions: Mapping[str, Sequence[int]] | None = None) -> Lists:
     """``{qid: [(passage id, score), ...]}`` for ``{qid: query}`` in one batch; ``partitions`` (``{qid: names}``,
     after ``select_partition``) restricts each query to its partitions where any is chosen."""

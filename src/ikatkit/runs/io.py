@@ -208,6 +208,7 @@ def from_records(records: list[Record], fmt: str, path: str | Path | None = None
 
 
 def _run_from_json(data: dict[str, Any], year: int, topics: Topics | None) -> Run:
+    by_key = load_template(year).rule("ptkb_by") == "key"  # 2024: PTKB provenance as the statements' keys
     run = Run(str(data.get("run_name", "")), str(data.get("run_type", "")), year=year,
               eval_response=bool(data.get("eval_response", True)))
     for turn in data.get("turns") or []:
@@ -216,7 +217,7 @@ def _run_from_json(data: dict[str, Any], year: int, topics: Topics | None) -> Ru
         for r in turn.get("responses") or []:
             passages = [PassageRef(str(p.get("id", "")), float(p.get("score", 0.0)), str(p.get("text", "")),
                                    bool(p.get("used", False))) for p in r.get("passage_provenance") or []]
-            if year == 2024:
+            if by_key:
                 ptkb = [PtkbRef(str(k), 0.0, _ptkb_text(topics, qid, str(k))) for k in r.get("ptkb_provenance") or []]
             else:
                 ptkb = [PtkbRef(str(p.get("id", "")), float(p.get("score", 0.0)), str(p.get("text", "")))

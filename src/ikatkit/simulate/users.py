@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.simulate.profiles import Profile
 from ikatkit.topics import Conversation, Topics
@@ -134,7 +135,7 @@ GRADE = ("Can the question be answered from the context? Answer with one number:
 class LlmUser:
     """A persona that asks its questions through an ikatkit LLM, grading each answer like the organizers' user."""
 
-    def __init__(self, persona: Persona, title: str, llm: Any, max_turns: int = 10,
+    def __init__(self, persona: Persona, title: str, llm: ChatLLM, max_turns: int = 10,
                  profile: Profile | None = None, user_id: str | None = None) -> None:
         self.id, self.persona, self.title, self.llm = user_id or persona.id, persona, title, llm
         self.max_turns = max_turns
@@ -192,7 +193,7 @@ def replay_users(topics: Topics, profile: Profile | None = None) -> dict[str, Us
     return {c.id: ReplayUser(c, profile) for c in topics.conversations}
 
 
-def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: Any, max_turns: int = 10,
+def llm_users(topics: Topics, personas: dict[str, list[Persona]], llm: ChatLLM, max_turns: int = 10,
               profile: Profile | None = None, rubrics: dict[str, list[str]] | None = None) -> dict[str, User]:
     """One LLM user per conversation: the topic's simulated persona where the simulation data has one, pursuing
     the conversation's ``rubrics`` where given."""
@@ -206,7 +207,7 @@ def with_rubrics(persona: Persona, rubrics: dict[str, list[str]] | None) -> Pers
     return replace(persona, questions=tuple(questions)) if questions else persona
 
 
-def typed_users(topics: Topics, plays: list[tuple[Any, str]], *, llm: Any = None,
+def typed_users(topics: Topics, plays: list[tuple[Any, str]], *, llm: ChatLLM | None = None,
                 personas: dict[str, list[Persona]] | None = None, rubrics: dict[str, list[str]] | None = None,
                 max_turns: int = 10) -> list[tuple[str, User]]:
     """The users of a 2026 rehearsal: one per (user type, conversation) of ``plays``

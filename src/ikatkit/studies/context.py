@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ikatkit.capabilities import ChatLLM, Ranker
 from ikatkit.evaluate.qrels import Qrels, load_qrels
-from ikatkit.pipelines.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
+from ikatkit.stages.context import METHODS, RELEVANT, SCORED_METHODS, SelectContext, context_query, document_of, \
     oracle_segments
 from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.record import TurnRecord, records_for
@@ -121,7 +122,7 @@ def _finite(value: Any) -> Any:
 def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Path, *,
                      methods: Sequence[str] = METHODS, n: int = 6, thresholds: dict[str, Sequence[float]] | None = None,
                      checks: Sequence[str] = ("context",), passages: int = 10, scorer: Any = None,
-                     k: int = 1000, reranker: Any = None, rerank_depth: int = 100, llm: Any = None,
+                     k: int = 1000, reranker: Ranker | None = None, rerank_depth: int = 100, llm: ChatLLM | None = None,
                      test: str = "ttest", correction: str = "holm") -> ContextEvaluation:
     """Rank with each method's context (``all``, the baseline, always first) and compare.
 
@@ -160,7 +161,7 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
         seconds[name] = select.seconds[stage.name]
         agreement[name] = segmentation_agreement(records)
         if llm is not None:
-            from ikatkit.pipelines.stages import Rewrite
+            from ikatkit.stages.core import Rewrite
 
             queries = {r.qid: r.query or r.utterance for r in Pipeline([Rewrite(llm)])(records)}
             reasons = [note.split(":")[0] for r in records for note in r.notes if note.endswith(": raw utterance used")]

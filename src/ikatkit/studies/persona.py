@@ -4,7 +4,7 @@ Per conversation: the user's utterances U and the PTKB P (the topics'; the 2025 
 - **Revealed** (the gold): a statement g of P is revealed when a sentence of some utterance of U speaks of the user
   (has a first-person singular word; questions count) and contains at least half of g's content words, at least
   two of them when g has two or more (:func:`revealed`; content words:
-  :func:`ikatkit.pipelines.persona.content_words`, stop words and pronouns left out, plurals cut).
+  :func:`ikatkit.stages.persona.content_words`, stop words and pronouns left out, plurals cut).
 - **Match**: an extracted statement e matches g when the MiniLM (``bundled:minilm``) cosine of e and g is at least
   the threshold t. t is calibrated (:func:`calibrate`) as the cosine at which MiniLM best agrees (F1) with the
   revealed rule over all (utterance, statement) pairs of the calibration topics (2023 train): the similarity at
@@ -20,12 +20,12 @@ import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
-from ikatkit.pipelines.persona import FIRST_PERSON, content_words, sentences, words
+from ikatkit.stages.persona import FIRST_PERSON, content_words, sentences, words
 
 GRID = tuple(round(0.30 + 0.05 * i, 2) for i in range(13))  # 0.30 ... 0.90
 
@@ -154,14 +154,14 @@ def evaluate(cases: Sequence[PersonaCase], extract: Callable[[list[str]], dict[s
 
 
 def rule_extract(utterances: list[str]) -> dict[str, list[str]]:
-    from ikatkit.pipelines.persona import self_statements
+    from ikatkit.stages.persona import self_statements
 
     return {u: self_statements(u) for u in utterances}
 
 
-def llm_extract(llm: Any) -> Callable[[list[str]], dict[str, list[str]]]:
+def llm_extract(llm: ChatLLM) -> Callable[[list[str]], dict[str, list[str]]]:
     """The LLM extractor as the stage runs it: refused outputs fall back to the rule."""
-    from ikatkit.pipelines.persona import llm_statements, self_statements
+    from ikatkit.stages.persona import llm_statements, self_statements
 
     def extract(utterances: list[str]) -> dict[str, list[str]]:
         extracted, _ = llm_statements(llm, utterances)

@@ -1,7 +1,7 @@
 """Agent-R's training (M-RAG, section 3.3): the boosting loop of ``refine_memory`` over a config's pipeline.
 
 It loads a run config and runs its stages, so it sits above :mod:`ikatkit.pipelines`; the stage and the selector
-it fits are in :mod:`ikatkit.partition.memory`.
+it fits are in :mod:`ikatkit.stages.memory`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from ikatkit.errors import IkatError
-from ikatkit.partition.memory import FEATURES, MemorySelector, RefineMemory
+from ikatkit.stages.memory import FEATURES, MemorySelector, RefineMemory
 from ikatkit.pipelines.config import RunConfig, load_config, with_stages
-from ikatkit.pipelines.pipeline import Pipeline
+from ikatkit.pipelines.pipeline import Pipeline, train_stage
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.session import RunSession
 from ikatkit.topics import load_topics
@@ -58,7 +58,7 @@ def _train(session: RunSession, config: RunConfig, topics_path: str | Path, out:
     traced: list[TurnRecord] = []
     for start in range(0, len(records), config.batch_size):
         batch = before(records[start: start + config.batch_size])
-        rows.extend(refiner.boost(batch, references, respond))
+        rows.extend(train_stage(refiner, batch, references, respond))
         traced.extend(batch)
     x = np.asarray([r for r, _ in rows], dtype=np.float64).reshape(len(rows), len(FEATURES))
     gains = np.asarray([g for _, g in rows], dtype=np.float64)

@@ -20,12 +20,14 @@ from ikatkit.evaluate.responses.providers import PROVIDERS, Context, ResponseSco
 from ikatkit.evaluate.responses.providers.base import COVERAGE_THRESHOLD, Texts
 from ikatkit.evaluate.responses.rubrics import Rubric, read_rubrics, topic_of
 from ikatkit.runs.model import Run
+from ikatkit.runs.templates import load_template
 from ikatkit.topics import Topics
 
 __all__ = ["COVERAGE_THRESHOLD", "MAX_WORDS", "ResponseScorers", "default_measures", "evaluate_response_runs",
            "evaluate_responses"]
 log = logging.getLogger(__name__)
-MAX_WORDS = 250  # the track's limit: longer responses are trimmed by the organizers (2025) and counted here
+# The track's limit, from the 2025 template: longer responses are trimmed by the organizers and counted here.
+MAX_WORDS = load_template(2025).limit("max_words", "responses[].text")
 
 
 def _label(measure: ResponseMeasure, scorers: ResponseScorers) -> str:

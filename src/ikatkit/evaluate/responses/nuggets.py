@@ -22,10 +22,10 @@ cannot run offline. Its scores are defined here the same way (:func:`nugget_scor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.responses.data import Nugget
 from ikatkit.evaluate.responses.scorers import Embedder, sentences, tokenize
@@ -166,7 +166,7 @@ class CrossEncoderMatcher:
 class LlmMatcher:
     """Support labels from an LLM (``ikatkit.llm.make_llm``), one prompt per (response, nugget)."""
 
-    def __init__(self, llm: Any, max_new_tokens: int = 8) -> None:
+    def __init__(self, llm: ChatLLM, max_new_tokens: int = 8) -> None:
         self.llm, self.max_new_tokens = llm, max_new_tokens
         self.label = f"LLM {llm.backend}:{llm.model}"
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 
 COVERED = 3
@@ -127,7 +128,7 @@ def parse_score(output: str) -> int | None:
 class RubricJudge:
     """Scores (rubric question, answer) pairs 0-5 with an LLM of ``ikatkit.llm`` (the ``rubric_score`` prompt)."""
 
-    def __init__(self, llm: Any, max_new_tokens: int = 4) -> None:
+    def __init__(self, llm: ChatLLM | None, max_new_tokens: int = 4) -> None:
         if llm is None:
             raise IkatError("rubric measures need an LLM judge", where="RubricCoverage / RubricScore",
                             fix="pass --llm-config (e.g. backend transformers, model bundled:smollm2)")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.evaluate.responses import scorers as sc
 from ikatkit.evaluate.responses.data import Nugget, ResponseRun
 from ikatkit.evaluate.responses.measures import Needs, ResponseMeasure
@@ -35,7 +36,7 @@ class ResponseScorers:
     matcher: Any = None  # LlmMatcher, or None: an EmbeddingMatcher at nugget_threshold
     nugget_threshold: float = DEFAULT_THRESHOLD
     coverage_threshold: float = COVERAGE_THRESHOLD
-    llm: Any = None  # the judge of the rubric measures (ikatkit.llm)
+    llm: ChatLLM | None = None  # the judge of the rubric measures (ikatkit.llm)
     sim_threshold: int = SIM_THRESHOLD  # a rubric the simulated user scored above it is covered
     _bert: sc.BertScore | None = field(default=None, init=False, repr=False)
     _embedder: sc.Embedder | None = field(default=None, init=False, repr=False)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ikatkit.capabilities import Encoder, Partitioned, Ranker
 from ikatkit.errors import IkatError
 from ikatkit.partition.selector import Policy, partition_rankings, states
 from ikatkit.pipelines.base import Placement, Stage
@@ -26,13 +27,13 @@ class SelectPartition(Stage):
     requires = ("query",)
     provides = ("partitions",)
 
-    def __init__(self, searcher: Any, ranker: Any = None, policy: str | None = None, method: str = "agent",
-                 top: int = 5) -> None:
+    def __init__(self, searcher: Partitioned, ranker: Ranker | None = None, policy: str | None = None,
+                 method: str = "agent", top: int = 5) -> None:
         self.check({"method": method, "policy": policy, "top": top})
-        if not hasattr(searcher, "manifest"):
+        if not isinstance(searcher, Partitioned):
             raise IkatError("select_partition needs a partitioned-bm25 searcher",
                             fix='declare kind = "partitioned-bm25" and name it as the stage\'s searcher')
-        if method != "all" and not hasattr(ranker, "encode"):
+        if method != "all" and not isinstance(ranker, Encoder):
             raise IkatError(f"select_partition ({method}) needs a bi-encoder ranker to embed the query",
                             fix='declare a kind = "bi-encoder" resource (model = "bundled:minilm")')
         centroids = searcher.manifest.get("centroids")
@@ -77,6 +78,7 @@ class SelectPartition(Stage):
                 record.partitions = list(range(self.searcher.count))
             return records
         queries = {record.qid: record.query or record.utterance for record in records}
+        assert isinstance(self.ranker, Encoder)  # __init__ refuses centroid and agent without one
         if self.method == "centroid":
             vectors = self.ranker.encode(list(queries.values()))
             for record, vector in zip(records, vectors):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.atomic import write_json
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.llm.guards import ROLE_TAG, echoes_template, looping_phrase, normalize
 from ikatkit.pipelines.base import Stage
@@ -230,7 +231,7 @@ class TrackPersona(Stage):
     name = "track_persona"
     provides = ("ptkb_all",)
 
-    def __init__(self, llm: Any = None, extractor: str = "rule", store: str | None = None) -> None:
+    def __init__(self, llm: ChatLLM | None = None, extractor: str = "rule", store: str | None = None) -> None:
         self.check({"extractor": extractor, "llm": llm})
         self.llm, self.extractor = llm, extractor
         self.folder = store
@@ -269,6 +270,7 @@ class TrackPersona(Stage):
         extracted: dict[str, list[str]] = {}
         problems: dict[str, tuple[str, str]] = {}
         if self.extractor == "llm":
+            assert self.llm is not None  # check() refuses the llm extractor without an LLM
             new = list(dict.fromkeys(u for r in records if r.qid not in store.user(users[r.qid])["turns"]
                                      for u in said[r.qid] if normalize(u) not in store.user(users[r.qid])["seen"]))
             extracted, problems = llm_statements(self.llm, new)
@@ -287,7 +289,7 @@ class TrackPersona(Stage):
         return records
 
 
-def llm_statements(llm: Any, utterances: list[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, str]]]:
+def llm_statements(llm: ChatLLM, utterances: list[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, str]]]:
     """The LLM's self-statements of each utterance; refused outputs are left out, their reason and output in the
     second dict (counted as the LLM's fallbacks: the rule is used for them). The LLM gets :data:`LLM_BATCH`
     utterances per call, so its cache keeps the work done before a kill."""

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import check_sampling
 from ikatkit.pipelines.base import Stage
@@ -92,7 +93,7 @@ class RefineResponse(Stage):
     summary_key = "refinement"
     provides = ("response", "refinement")
 
-    def __init__(self, llm: Any, n: int = 4, iterations: int = 2, temperature: float = 0.7, top_k: int = 50,
+    def __init__(self, llm: ChatLLM, n: int = 4, iterations: int = 2, temperature: float = 0.7, top_k: int = 50,
                  top_p: float = 1.0, seed: int = 0, improvement_threshold: float = 0.5,
                  metrics: dict[str, dict[str, float]] | None = None, principles: list[str] | None = None,
                  embedding_model: str = "bundled:minilm", ptkb: int = 3, max_words: int = 250) -> None:

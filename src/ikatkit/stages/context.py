@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ikatkit.capabilities import Ranker, Searcher, TextSearcher
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.record import TurnRecord
@@ -64,7 +65,7 @@ def check_options(stage: dict[str, Any], run_type: str = "automatic") -> None:
         raise IkatError('method = "oracle_qrels" needs qrels', fix='add qrels = "path/to/qrels.txt" to the stage')
 
 
-def lexical_scorer(searcher: Any) -> Any:
+def lexical_scorer(searcher: Searcher | None) -> Any:
     """TF-IDF cosine over the Lucene index a BM25 ``searcher`` searches (``scorer = "lexical"``)."""
     from ikatkit.rank.lexical import TfidfCosine
     from ikatkit.retrieve.bm25 import Bm25Searcher
@@ -75,7 +76,7 @@ def lexical_scorer(searcher: Any) -> Any:
     return TfidfCosine(searcher.index)
 
 
-def unit_scorer(ranker: Any) -> Any:
+def unit_scorer(ranker: Ranker) -> Any:
     """A function mapping the ranker's scores to [0, 1]: a cross-encoder's logits through a sigmoid (its
     probabilities, when the model applies one, as they are); a bi-encoder's cosine clipped at 0 and 1."""
     model = getattr(ranker, "model", None)
@@ -139,7 +140,7 @@ class Cascade:
     grounded in, since an iKAT turn cites passages of several documents and one subject spans documents.
     """
 
-    def __init__(self, searcher: Any, ranker: Any, threshold: float = 0.5, passages: int = 10,
+    def __init__(self, searcher: TextSearcher, ranker: Ranker, threshold: float = 0.5, passages: int = 10,
                  check: str = "context") -> None:
         self.searcher, self.ranker, self.threshold, self.passages = searcher, ranker, threshold, passages
         self.check = check
@@ -207,7 +208,7 @@ class SelectContext(Stage):
 
     def __init__(self, method: str = "all", n: int = 6, threshold: float = 0.5, passages: int = 10,
                  check: str = "context", scorer: str = "ranker", qrels: str | dict[str, dict[str, int]] | None = None,
-                 ranker: Any = None, searcher: Any = None) -> None:
+                 ranker: Ranker | None = None, searcher: Searcher | None = None) -> None:
         check_options({"method": method, "n": n, "threshold": threshold, "passages": passages, "check": check,
                        "scorer": scorer, "qrels": qrels}, "manual")
         self.method, self.n, self.threshold = method, n, threshold
@@ -216,11 +217,14 @@ class SelectContext(Stage):
         if method in SCORED_METHODS and ranker is None:
             raise IkatError(f'method = "{method}" needs a scorer', fix="declare a bi-encoder or cross-encoder "
                             "resource and name it with ranker = \"...\", or set scorer = \"lexical\"")
-        if method.startswith("cascade") and searcher is None:
+        if method.startswith("cascade") and not isinstance(searcher, TextSearcher):
             raise IkatError(f'method = "{method}" retrieves for earlier turns', fix="declare a bm25 resource")
         self.ranker = ranker
         self.unit = unit_scorer(ranker) if ranker is not None else None
-        self.cascade = Cascade(searcher, ranker, threshold, passages, check) if method.startswith("cascade") else None
+        self.cascade = None
+        if method.startswith("cascade"):
+            assert isinstance(searcher, TextSearcher) and ranker is not None  # both refused above
+            self.cascade = Cascade(searcher, ranker, threshold, passages, check)
         self.qrels = None
         if method == "oracle_qrels":
             from ikatkit.evaluate.qrels import load_qrels
@@ -265,7 +269,7 @@ class SelectContext(Stage):
     def _coherence(self, record: TurnRecord) -> tuple[list[str], dict[str, Any]]:
         utterances = [u for u, _ in record.history] + [record.utterance]
         pairs = list(zip(utterances, utterances[1:]))
-        assert self.unit is not None  # __init__ refuses a scored method (coherence) without a ranker
+        assert self.unit is not None and self.ranker is not None  # __init__ refuses coherence without a ranker
         similarity = [self.unit(float(s)) for s in self.ranker.score(pairs)] if pairs else []
         start = max((k + 1 for k, s in enumerate(similarity) if s < self.threshold), default=0)
         return record.history_ids[start:], {"method": "coherence", "similarity": similarity}

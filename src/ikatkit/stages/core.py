@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ikatkit.capabilities import ChatLLM, Ranker, Searcher
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import (Placement, Stage, candidate_key, chat, check_mappings, evidence_variables,
                                     prompt_context, query_of, reject, top_text)
@@ -61,12 +62,13 @@ class FileQuery(Stage):
     provides = ("query",)
 
     def __init__(self, path: str, sha256: str | None = None) -> None:
-        from ikatkit.pipelines.queries import file_sha256, read_queries
+        from ikatkit.pipelines.queries import query_file
 
-        if sha256 is not None and file_sha256(path) != sha256:
+        found = query_file(path)
+        if sha256 is not None and found.sha256 != sha256:
             raise IkatError("the query file changed since the run started", path=path,
                             fix="restore it, or start over with --restart (or a new --out)")
-        self.path, self.queries = path, read_queries(path)
+        self.path, self.queries = path, found.queries
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         missing = [r.qid for r in records if r.qid not in self.queries]
@@ -93,7 +95,7 @@ class Rewrite(Stage):
     provides = ("query",)
     TASKS = ("rtg_rewrite", "rtg_rewrite_chat")
 
-    def __init__(self, llm: Any, task: str = "rtg_rewrite") -> None:
+    def __init__(self, llm: ChatLLM, task: str = "rtg_rewrite") -> None:
         self.check({"task": task})
         self.llm, self.task = llm, task
 
@@ -131,7 +133,7 @@ class RankPtkb(Stage):
     ordered = ("query", "context_ids")
     provides = ("ptkb",)
 
-    def __init__(self, ranker: Any, k: int = 3, history_turns: int = 0,
+    def __init__(self, ranker: Ranker, k: int = 3, history_turns: int = 0,
                  history_weight: float = PTKB_HISTORY_WEIGHT) -> None:
         self.ranker, self.k, self.history_turns, self.history_weight = ranker, k, history_turns, history_weight
 
@@ -165,7 +167,7 @@ class ClassifyPtkb(Stage):
 
     The LLM judges each statement; chosen ones score 1. A ``classifier`` (a file of ``ikatkit
     train-ptkb-classifier``) reads the ranker's scores of the statements against the query through its logistic
-    model; chosen ones score their probability (:mod:`ikatkit.pipelines.ptkb_classifier`,
+    model; chosen ones score their probability (:mod:`ikatkit.stages.ptkb_classifier`,
     docs/ptkb-classification.md)."""
 
     name = "classify_ptkb"
@@ -173,8 +175,8 @@ class ClassifyPtkb(Stage):
     ordered = ("context_ids",)
     provides = ("ptkb",)
 
-    def __init__(self, llm: Any = None, ranker: Any = None, classifier: str | None = None) -> None:
-        from ikatkit.pipelines.ptkb_classifier import PtkbClassifier
+    def __init__(self, llm: ChatLLM | None = None, ranker: Ranker | None = None, classifier: str | None = None) -> None:
+        from ikatkit.stages.ptkb_classifier import PtkbClassifier
 
         self.llm, self.ranker = llm, ranker
         self.classifier = PtkbClassifier.load(classifier) if classifier else None
@@ -191,7 +193,7 @@ class ClassifyPtkb(Stage):
                 raise IkatError("classify_ptkb needs an LLM resource, or a trained classifier", where="classifier",
                                 fix='declare a kind = "llm" resource, or add classifier = "<file>" and a bi-encoder')
             return
-        from ikatkit.pipelines.ptkb_classifier import PtkbClassifier
+        from ikatkit.stages.ptkb_classifier import PtkbClassifier
 
         trained = PtkbClassifier.load(options["classifier"])
         if placement.kinds.get("ranker") != trained.kind:
@@ -201,6 +203,7 @@ class ClassifyPtkb(Stage):
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         if self.classifier is not None:
+            assert self.ranker is not None  # check_placement refuses a classifier without its ranker
             for record in records:
                 ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all)
                 record.ptkb = self.classifier.choose(ranked)
@@ -208,6 +211,7 @@ class ClassifyPtkb(Stage):
         from ikatkit.llm.parse import parse_ptkb_classification
 
         variables = [dict(prompt_context(r), response=r.response) for r in records]
+        assert self.llm is not None  # check_placement refuses this stage without an LLM or a classifier
         for record, output in zip(records, chat(self.llm, "ptkb_classify", variables)):
             keys = parse_ptkb_classification(output, list(record.ptkb_all))
             record.ptkb = [(key, 1.0) for key in keys]
@@ -230,7 +234,7 @@ class Retrieve(Stage):
     provides = ("candidates",)
     single_list_provides = ("ranking",)
 
-    def __init__(self, searcher: Any, k: int = 100, expand_ptkb: bool = True) -> None:
+    def __init__(self, searcher: Searcher, k: int = 100, expand_ptkb: bool = True) -> None:
         self.searcher, self.k, self.expand_ptkb = searcher, k, expand_ptkb
         self.resource_names: dict[str, str] = {}  # set by build_stages: {"searcher": resource name}
 
@@ -293,7 +297,7 @@ class Rerank(Stage):
     provides = ("reranked",)
     single_list_provides = ("ranking",)
 
-    def __init__(self, ranker: Any, searcher: Any, k: int | None = None, depth: int | None = None) -> None:
+    def __init__(self, ranker: Ranker, searcher: Searcher, k: int | None = None, depth: int | None = None) -> None:
         self.check({"k": k, "depth": depth})
         self.ranker, self.texts, self.k, self.depth = ranker, searcher.texts, k, depth
 
@@ -362,7 +366,7 @@ class GenerateAnswer(Stage):
     optional = ("ptkb",)  # before classify_ptkb it answers from every statement (GtR)
     provides = ("initial_answer",)
 
-    def __init__(self, llm: Any) -> None:
+    def __init__(self, llm: ChatLLM) -> None:
         self.llm = llm
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
@@ -386,7 +390,7 @@ class GenerateQueries(Stage):
     ordered = ("query",)
     provides = ("queries",)
 
-    def __init__(self, llm: Any, n: int = 5) -> None:
+    def __init__(self, llm: ChatLLM, n: int = 5) -> None:
         self.llm, self.n = llm, n
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
@@ -425,7 +429,7 @@ class Respond(Stage):
     ordered = ("query", "context_ids", "ptkb", "sources", "memory")
     provides = ("used", "ptkb_used", "passage_texts", "response")
 
-    def __init__(self, searcher: Any, llm: Any | None = None, task: str = "rtg_response", passages: int = 3,
+    def __init__(self, searcher: Searcher, llm: ChatLLM | None = None, task: str = "rtg_response", passages: int = 3,
                  ptkb: int = 3, max_words: int = 250, similarity_tokens: bool = False,
                  ptkb_similarity: str = "cosine", passage_similarity: str = "cosine") -> None:
         self.llm, self.texts, self.task = llm, searcher.texts, task
@@ -457,14 +461,15 @@ class Respond(Stage):
         if self.task == "extractive":
             outputs = [top_text(r) for r in records]
         else:
+            assert self.llm is not None  # check() refuses an LLM task without an LLM
             outputs = chat(self.llm, self.task, [evidence_variables(r, self.similarity) for r in records])
         for record, output in zip(records, outputs):
             problem = check_response(output) if self.task != "extractive" else None
             kept = cut_before_loop(output, list(record.passage_texts.values())) if problem else None
-            if kept:
+            if kept and self.llm is not None:  # a problem: an LLM's output (the extractive task's has none)
                 reject(record, self.llm, self.name, output, f"{problem}: {CUT_NOTE}")
                 output = kept
-            elif problem:
+            elif problem and self.llm is not None:
                 reject(record, self.llm, self.name, output, f"{problem}: top passage used")
                 output = top_text(record)
             if self.task != "extractive" and not (problem and not kept):  # the model's text: end at a sentence

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ikatkit.atomic import write_json
+from ikatkit.capabilities import ChatLLM, Searcher
 from ikatkit.digest import json_digest
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import check_sampling
@@ -143,7 +144,7 @@ class RefineMemory(Stage):
     ordered = ("query",)
     provides = ("memory", "memory_trace")
 
-    def __init__(self, llm: Any, searcher: Any, selector: str = "", k: int = 3, passages: int = 3,
+    def __init__(self, llm: ChatLLM, searcher: Searcher, selector: str = "", k: int = 3, passages: int = 3,
                  temperature: float = 0.7, top_k: int = 50, top_p: float = 1.0, seed: int = 0,
                  max_new_tokens: int = 96, max_words: int = 100, min_gain: float = 0.0, metric: str = "ROUGE-L",
                  rounds: int = 1, embedding_model: str = "bundled:minilm") -> None:
@@ -184,7 +185,7 @@ class RefineMemory(Stage):
 
         llm = {"backend": getattr(self.llm, "backend", None), "model": getattr(self.llm, "model", None),
                "adapter": getattr(self.llm, "adapter_id", None),
-               "options": self.llm.identity() if hasattr(self.llm, "identity") else {}}
+               "options": self.llm.identity()}
         parts = {"version": SELECTOR_VERSION, "prompt": template("refine_memory"), "llm": llm, "k": self.k,
                  "passages": self.passages, "sampling": self.sampling, "max_words": self.max_words,
                  "features": FEATURES, "embedding_model": self.embedding_model, "metric": self.metric,
@@ -269,11 +270,12 @@ class RefineMemory(Stage):
         return records
 
     # -- training: the boosting loop with the reference -----------------------------------------------------------
-    def boost(self, records: list[TurnRecord], references: dict[str, str],
+    def train(self, records: list[TurnRecord], references: dict[str, str],
               respond: Callable[[list[TurnRecord]], list[TurnRecord]]) -> list[tuple[list[float], float]]:
-        """Algorithm 1's inner loop for each record against its reference; ``respond`` answers copies of records
-        (their ``memory`` set). Sets ``record.memory`` to the kept memory and traces every candidate's response,
-        Δ, gain and each round's reward; returns ``(features, gain over the raw passages)`` per usable candidate."""
+        """The training hook (:meth:`Stage.train`): Algorithm 1's inner loop for each record against its reference;
+        ``respond`` answers copies of records (their ``memory`` set). Sets ``record.memory`` to the kept memory and
+        traces every candidate's response, Δ, gain and each round's reward; returns ``(features, gain over the raw
+        passages)`` per usable candidate."""
         def answer(memories: list[tuple[int, str]]) -> list[str]:
             copies = []
             for i, memory in memories:

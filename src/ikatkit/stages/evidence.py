@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ikatkit.capabilities import ChatLLM, Searcher
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import Stage, chat, check_mappings, evidence_variables
 from ikatkit.pipelines.record import TurnRecord
@@ -39,7 +40,7 @@ class RefineEvidence(Stage):
     summary_key = "evidence_refinement"
     provides = ("used", "ptkb_used", "passage_texts", "response", "evidence")
 
-    def __init__(self, llm: Any, searcher: Any, task: str = "rtg_response", alpha: int = 1, rounds: int = 1,
+    def __init__(self, llm: ChatLLM, searcher: Searcher, task: str = "rtg_response", alpha: int = 1, rounds: int = 1,
                  consistency: str = "embedding", embedding_model: str = "bundled:minilm",
                  ptkb_similarity: str = "cosine", passage_similarity: str = "cosine", similarity_tokens: bool = False,
                  max_words: int = 250) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import Stage, prompt_context, reject
 from ikatkit.pipelines.record import TurnRecord
@@ -46,7 +47,7 @@ class PlanSources(Stage):
     summary_key = "plan"
     provides = ("sources", "plan", "ptkb")
 
-    def __init__(self, planner: str = "always", llm: Any | None = None, ptkb_threshold: float | None = None,
+    def __init__(self, planner: str = "always", llm: ChatLLM | None = None, ptkb_threshold: float | None = None,
                  passage_threshold: float | None = None) -> None:
         self.check({"planner": planner, "llm": llm, "ptkb_threshold": ptkb_threshold,
                     "passage_threshold": passage_threshold})
@@ -115,6 +116,7 @@ class PlanSources(Stage):
         from ikatkit.llm.parse import parse_sources
         sources = parse_sources(output)
         if sources is None:
+            assert self.llm is not None  # only the llm planner parses
             reject(record, self.llm, self.name, output, "unparsable source plan: every source used")
         return sources
 
