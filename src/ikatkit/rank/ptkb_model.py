@@ -182,18 +182,18 @@ class PtkbModel:
         except json.JSONDecodeError as err:
             raise IkatError(f"not JSON: {err.msg}", path=path, where=f"line {err.lineno}", fix=retrain) from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise IkatError(f"not a {FORMAT} file", path=path, fix=f"re{retrain[1:]}")
+            raise IkatError(f"not a {FORMAT} file", path=path, fix=f"re{retrain}")
         try:
             mean, scale, coef = (tuple(float(v) for v in data[name]) for name in ("mean", "scale", "coef"))
             model = cls(str(data["kind"]), str(data["model"]), tuple(str(f) for f in data["features"]), mean, scale,
                         coef, float(data["intercept"]), float(data["threshold"]), dict(data["trained_on"]))
         except (KeyError, TypeError, ValueError) as err:
-            raise IkatError(f"field {err} missing or malformed", path=path, fix=f"re{retrain[1:]}") from None
+            raise IkatError(f"field {err} missing or malformed", path=path, fix=f"re{retrain}") from None
         unknown = [f for f in model.features if f not in ALL_FEATURES]
         sizes = {len(model.features), len(model.mean), len(model.scale), len(model.coef)}
         if unknown or len(sizes) != 1 or 0.0 in model.scale:
             raise IkatError(f"features {unknown or list(model.features)} do not fit the weights", path=path,
-                            fix=f"re{retrain[1:]}")
+                            fix=f"re{retrain}")
         return model
 
 
