@@ -1,69 +1,223 @@
-"""The classify_ptkb stage's trained classifier: trained on a few 2023 train conversations (the full training and
-the table are documented commands: docs/ptkb-classification.md)."""
+"""The trained PTKB model of rank_ptkb and classify_ptkb: trained on a few 2023 train conversations (the full
+training and the table are documented commands: docs/ptkb-classification.md)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from ikatkit.cli import main
+from ikatkit.digest import file_digest
 from ikatkit.errors import IkatError
-from ikatkit.evaluate.ptkb_classify import classify_ptkb
 from ikatkit.pipelines import load_config
-from ikatkit.stages.ptkb_classifier import PtkbClassifier, features, ranked_turns, train_classifier
-from ikatkit.pipelines.record import records_for
-from ikatkit.stages.core import ClassifyPtkb
+from ikatkit.pipelines.record import TurnRecord, records_for
+from ikatkit.pipelines.runner import run_pipeline
+from ikatkit.stages.core import ClassifyPtkb, RankPtkb
+from ikatkit.rank.base import Ranker
+from ikatkit.rank.ptkb_model import (ALL_FEATURES, FEATURE_SETS, PtkbModel, PtkbTurn, best_threshold, cv_folds,
+                                     feature_table, mean_turn_f1, out_of_fold, topic_turns, train_model,
+                                     training_data)
 from ikatkit.topics import load_topics
 
 
 @pytest.fixture(scope="module")
-def trained(ikat2023: Path, tmp_path_factory) -> tuple[PtkbClassifier, Path, object]:
+def train_slice(ikat2023: Path, tmp_path_factory) -> Path:
+    """The first four labelled conversations of the 2023 train topics, as a topic file."""
+    data = json.loads((ikat2023 / "train_topics.json").read_text())
+    labelled = [c for c in data if any(t.get("ptkb_provenance") for t in c["turns"])][:4]
+    path = tmp_path_factory.mktemp("slice") / "train_slice.json"
+    path.write_text(json.dumps(labelled))
+    return path
+
+
+@pytest.fixture(scope="module")
+def ranker(tmp_path_factory) -> Ranker:
     from ikatkit.rank import make_ranker
 
-    topics = load_topics(ikat2023 / "train_topics.json")
-    labelled = [c.id for c in topics.conversations if any(t.ptkb_provenance for t in c.turns)][:4]
-    subset = topics.subset(labelled)
-    ranker = make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path_factory.mktemp("emb"))
-    classifier = train_classifier(subset, subset.queries("manual"), ranker, "bi-encoder", "bundled:minilm", folds=2)
-    path = tmp_path_factory.mktemp("clf") / "ptkb.json"
-    classifier.save(path)
-    return classifier, path, (subset, ranker)
+    return make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path_factory.mktemp("emb"))
 
 
-def test_trained_classifier_beats_citing_all_on_its_topics(trained) -> None:
-    classifier, path, (subset, ranker) = trained
-    assert PtkbClassifier.load(path) == classifier
-    assert 0 < classifier.threshold < 1 and classifier.trained_on["folds"] == 2
-    ranked = ranked_turns(subset, subset.queries("manual"), ranker)
-    # the logistic model by hand, for one turn: sigmoid(intercept + coef . features)
-    qid, items = next(iter(ranked.items()))
-    row = features(items)[0]
-    assert row == [items[0][1], 0.0, 1.0]
-    z = classifier.intercept + sum(w * x for w, x in zip(classifier.coef, row))
-    assert classifier.probabilities(items)[0] == pytest.approx(1 / (1 + math.exp(-z)))
-    qrels = subset.ptkb_qrels()
-    chosen = classify_ptkb({q: dict(classifier.choose(items)) for q, items in ranked.items()}, qrels, 1, subset)
-    everything = classify_ptkb({q: dict(items) for q, items in ranked.items()}, qrels, 1, subset)
-    assert chosen.mean["F1_micro(rel=1)"] > everything.mean["F1_micro(rel=1)"]
+@pytest.fixture(scope="module")
+def trained(train_slice: Path, ranker: Ranker, tmp_path_factory) -> tuple[PtkbModel, Path]:
+    topics = load_topics(train_slice)
+    model = train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", folds=2)
+    path = tmp_path_factory.mktemp("model") / "ptkb-model.json"
+    model.save(path)
+    return model, path
 
 
-def test_stage_chooses_with_the_classifier(trained, tmp_path: Path) -> None:
-    classifier, path, (subset, ranker) = trained
-    records = records_for(subset)[:6]
+class TableRanker(Ranker):
+    """A unit-test double: scores looked up in a hand-written table."""
+
+    def __init__(self, table: dict[tuple[str, str], float]) -> None:
+        super().__init__(cache=False)
+        self.table = table
+
+    def _score_unique(self, pairs: list[tuple[str, str]]) -> list[float]:
+        return [self.table[pair] for pair in pairs]
+
+
+def test_training_is_deterministic_and_round_trips(trained, train_slice: Path, ranker: Ranker) -> None:
+    model, path = trained
+    topics = load_topics(train_slice)
+    again = train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", folds=2)
+    assert again == model and PtkbModel.load(path) == model
+    assert model.features == FEATURE_SETS["conversation"] and 0 < model.threshold < 1
+    on = model.trained_on
+    assert (on["conversations"], on["folds"], on["feature_set"]) == (4, 2, "conversation")
+    assert on["turns"] == len(topics.ptkb_qrels()) and on["relevant"] == sum(
+        sum(labels.values()) for labels in topics.ptkb_qrels().values())
+    # the training data's fingerprint follows the queries
+    other = train_model(topics, topics.queries("manual"), ranker, "bi-encoder", "bundled:minilm", "turn", 2)
+    assert other.trained_on["fingerprint"] != on["fingerprint"] and other.features == FEATURE_SETS["turn"]
+
+
+def test_threshold_comes_from_cross_validation_grouped_by_conversation(trained, train_slice: Path,
+                                                                       ranker: Ranker) -> None:
+    model, _ = trained
+    topics = load_topics(train_slice)
+    data = training_data(topics, topics.queries("raw"), ranker)
+    folds = cv_folds(data, 2)
+    assert len(folds) == 2
+    groups = np.array(data.groups)
+    for train_rows, held_out in folds:
+        assert not set(groups[train_rows]) & set(groups[held_out])  # no conversation on both sides
+    assert sorted(np.concatenate([held for _, held in folds]).tolist()) == list(range(len(data.truth)))
+    oof = out_of_fold(data, model.features, 2)
+    assert model.threshold == best_threshold(oof, data.truth, data.qids)
+    # a hand-computed case: turn a (0.9 relevant, 0.2 not), turn b (0.6 not, 0.1 relevant): mean F1 is 0.5 at
+    # 0.9 and 0.6, 1/3 at 0.2, and 2/3 at 0.1 (both turns cite everything: F1 2/3 each)
+    p, truth, qids = np.array([0.9, 0.2, 0.6, 0.1]), np.array([1, 0, 0, 1]), ["a", "a", "b", "b"]
+    assert mean_turn_f1(p, truth, qids, 0.6) == 0.5 and mean_turn_f1(p, truth, qids, 0.1) == pytest.approx(2 / 3)
+    assert best_threshold(p, truth, qids) == 0.1
+
+
+def test_features_by_hand() -> None:
+    ptkb = {"1": "late dinners", "2": "a cat", "3": "a bike"}
+    rows = {"q1": (0.5, 0.1, 0.2), "q2": (0.1, 0.4, 0.3), "now": (0.3, 0.2, 0.6), "r1": (0.9, 0.0, 0.1)}
+    ranker = TableRanker({(q, ptkb[k]): s for q, scores in rows.items() for k, s in zip(ptkb, scores)})
+    turn = PtkbTurn("now", [("q1", "r1"), ("q2", "")], ptkb)
+    keys, table = feature_table(ranker, turn)
+    assert keys == ["1", "2", "3"]
+    column = {name: table[:, i].tolist() for i, name in enumerate(ALL_FEATURES)}
+    assert column["score"] == [0.3, 0.2, 0.6] and column["reciprocal_rank"] == [0.5, 1 / 3, 1.0]
+    assert column["gap_to_best"] == pytest.approx([-0.3, -0.4, 0.0])
+    conversation = [(0.5 + 0.1 + 0.3) / 3, (0.1 + 0.4 + 0.2) / 3, (0.2 + 0.3 + 0.6) / 3]
+    assert column["conversation"] == pytest.approx(conversation)
+    assert column["conversation_gap"] == pytest.approx([c - max(conversation) for c in conversation])
+    assert column["conversation_rank"] == [0.5, 1 / 3, 1.0]  # 0.3, 0.2333, 0.3667
+    # top 3 of 3 statements: every statement in every turn; led a turn before: "1" (q1) and "2" (q2)
+    assert column["persistence"] == [1.0, 1.0, 1.0] and column["led_before"] == [1.0, 1.0, 0.0]
+    assert column["response_gap"] == pytest.approx([0.0, -0.9, -0.8])  # the empty response is skipped
+    history = [0.3 + 0.8 * 0.5, 0.2 + 0.8 * 0.4, 0.6 + 0.8 * 0.3]  # rank_ptkb's score with 2 history turns
+    assert column["history_gap"] == pytest.approx([h - max(history) for h in history])
+
+
+def _hand_model(path: Path) -> PtkbModel:
+    """score -> sigmoid(2 * (score - 0.5) / 0.5 - 1), threshold 0.15."""
+    model = PtkbModel("bi-encoder", "bundled:minilm", ("score",), (0.5,), (0.5,), (2.0,), -1.0, 0.15,
+                      {"topics": "hand", "fingerprint": "f00d"})
+    model.save(path)
+    return model
+
+
+def test_stages_use_the_model_probabilities(tmp_path: Path) -> None:
+    path = tmp_path / "hand.json"
+    model = _hand_model(path)
+    ptkb = {"1": "late dinners", "2": "a cat", "3": "a bike"}
+    ranker = TableRanker({("reflux?", "late dinners"): 0.8, ("reflux?", "a cat"): 0.1, ("reflux?", "a bike"): 0.4})
+    p = {key: 1 / (1 + math.exp(-(2 * (s - 0.5) / 0.5 - 1))) for key, s in (("1", 0.8), ("2", 0.1), ("3", 0.4))}
+    assert p["3"] > 0.15 > p["2"]  # 0.1978 and 0.0691: "3" is kept, "2" is not
+    record = TurnRecord("c_1", "reflux?", [], ptkb, query="reflux?")
+    [classified] = ClassifyPtkb(ranker=ranker, classifier=str(path)).transform([record])
+    assert classified.ptkb == [("1", pytest.approx(p["1"])), ("3", pytest.approx(p["3"]))]
+    assert classified.ptkb_trace["probabilities"] == pytest.approx(p)
+    assert classified.ptkb_trace["model"]["threshold"] == 0.15
+    record = TurnRecord("c_1", "reflux?", [], ptkb, query="reflux?")
+    [ranked] = RankPtkb(ranker=ranker, k=2, classifier=str(path)).transform([record])
+    assert [key for key, _ in ranked.ptkb] == ["1", "3"] and ranked.ptkb_trace["stage"] == "rank_ptkb"
+    summary = ClassifyPtkb.summary([classified, ranked], None)
+    assert summary == {"models": [model.manifest()], "turns": 1, "statements": 3, "kept": 2}
+    assert summary["models"][0]["trained_on"]["fingerprint"] == "f00d"
+    with pytest.raises(IkatError, match="history_turns and classifier"):
+        RankPtkb(ranker=ranker, history_turns=2, classifier=str(path))
+
+
+def test_records_and_topic_files_give_the_same_choice(trained, train_slice: Path, ranker: Ranker) -> None:
+    model, path = trained
+    topics = load_topics(train_slice)
+    records = records_for(topics)[:8]
     for record in records:
-        record.query = record.resolved_utterance or record.utterance
+        record.query = record.utterance
+    turns = topic_turns(topics, topics.queries("raw"))
     out = ClassifyPtkb(ranker=ranker, classifier=str(path)).transform(records)
     for record in out:
-        expected = classifier.choose(ranked_turns(subset, subset.queries("manual"), ranker)[record.qid])
-        assert record.ptkb == expected
+        assert record.ptkb == model.choose(model.ranked(ranker, turns[record.qid]))
+    assert any(len(record.history) >= 3 for record in out)
+
+
+def test_run_manifest_and_fingerprint_state_the_model(trained, train_slice: Path, tmp_path: Path) -> None:
+    model, path = trained
+    config = tmp_path / "c.toml"
+    config.write_text('name = "c"\n[resources.minilm]\nkind = "bi-encoder"\nmodel = "bundled:minilm"\n'
+                      '[[stages]]\nstage = "raw_query"\n[[stages]]\nstage = "classify_ptkb"\n'
+                      f'classifier = "{path}"\n')
+    outcome = run_pipeline(config, train_slice, tmp_path / "run", validate=False, cache_dir=tmp_path / "cache")
+    manifest = json.loads(outcome.manifest_file.read_text())
+    [stated] = manifest["classify_ptkb_model"]["models"]
+    assert stated["threshold"] == model.threshold
+    assert stated["trained_on"]["fingerprint"] == model.trained_on["fingerprint"]
+    assert manifest["classify_ptkb_model"]["turns"] == len(load_topics(train_slice))
+    parts = json.loads((tmp_path / "run" / "checkpoints" / "fingerprint.json").read_text())["parts"]
+    assert parts[f"classifier {path}"] == "sha256:" + file_digest(path)
+
+
+def test_a_missing_or_corrupt_model_is_one_clear_error(trained, tmp_path: Path) -> None:
+    model, path = trained
+    bad = tmp_path / "bad.json"
+    cases = {"absent": (tmp_path / "absent.json", "PTKB classifier file not found"),
+             "folder": (tmp_path, "not a PTKB classifier file"),
+             "not JSON": ("{", "not JSON"),
+             "old format": (json.dumps({"format": "ikatkit-ptkb-classifier-v1"}), "not a ikatkit-ptkb-model-v2"),
+             "field missing": (json.dumps({"format": "ikatkit-ptkb-model-v2"}), "field 'mean' missing or malformed"),
+             "weights do not fit": (json.dumps({**json.loads(path.read_text()), "coef": [1.0]}),
+                                    "do not fit the weights")}
+    for name, (content, message) in cases.items():
+        if isinstance(content, Path):
+            target = content
+        else:
+            bad.write_text(content)
+            target = bad
+        with pytest.raises(IkatError, match=message) as err:
+            PtkbModel.load(target)
+        assert err.value.fix and "train one with `ikatkit train-ptkb-classifier" in err.value.fix, name
     head = 'name = "c"\nrun_type = "manual"\n[resources.enc]\nkind = "cross-encoder"\nmodel = "x"\n'
     config = tmp_path / "c.toml"
-    config.write_text(head + f'[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "classify_ptkb"\n'
-                             f'classifier = "{path}"\n')
-    with pytest.raises(IkatError, match="trained on a bi-encoder"):
-        load_config(config)
-    config.write_text(head.replace("cross-encoder", "llm") + '[[stages]]\nstage = "classify_ptkb"\n'
-                      f'classifier = "{tmp_path / "absent.json"}"\n')
-    with pytest.raises(IkatError, match="PTKB classifier file not found"):
-        load_config(config)
+    for stage in ("classify_ptkb", "rank_ptkb"):
+        config.write_text(head + f'[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "{stage}"\n'
+                                 f'classifier = "{path}"\n')
+        with pytest.raises(IkatError, match="trained on a bi-encoder"):
+            load_config(config)
+        config.write_text(head.replace("cross-encoder", "bi-encoder") + f'[[stages]]\nstage = "{stage}"\n'
+                          f'classifier = "{tmp_path / "absent.json"}"\n')
+        with pytest.raises(IkatError, match="PTKB classifier file not found"):
+            load_config(config)
+
+
+def test_commands_train_and_classify(trained, train_slice: Path, tmp_path: Path, capsys) -> None:
+    model, _ = trained
+    out = tmp_path / "m.json"
+    assert main(["train-ptkb-classifier", str(train_slice), "--queries", "raw", "--folds", "2",
+                 "--out", str(out)]) == 0
+    assert PtkbModel.load(out) == model
+    assert f"threshold {model.threshold:.4f}" in capsys.readouterr().out
+    cited = tmp_path / "c.json"
+    assert main(["classify-ptkb", str(train_slice), "--classifier", str(out), "--queries", "raw",
+                 "--out", str(cited)]) == 0
+    chosen = json.loads(cited.read_text())
+    assert len(chosen) == len(load_topics(train_slice))
+    assert all(p >= model.threshold for scores in chosen.values() for p in scores.values())

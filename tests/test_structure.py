@@ -155,7 +155,7 @@ def test_the_engine_names_no_stage_module_and_a_stage_module_imports_no_other():
 
     graph = import_graph()
     stage_modules = {m for m in graph if m.startswith("ikatkit.stages.")}
-    assert set(STAGE_MODULES) == stage_modules - {"ikatkit.stages.builtin", "ikatkit.stages.ptkb_classifier"}
+    assert set(STAGE_MODULES) == stage_modules - {"ikatkit.stages.builtin"}
     for module in (m for m in graph if m.startswith("ikatkit.pipelines")):
         assert not graph[module] & stage_modules, module
     project = tomllib.loads((SRC.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]

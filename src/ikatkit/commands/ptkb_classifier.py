@@ -1,5 +1,5 @@
-"""``ikatkit train-ptkb-classifier`` and ``classify-ptkb``: the trained PTKB classifier of the ``classify_ptkb``
-stage (:mod:`ikatkit.stages.ptkb_classifier`) and its baselines, without a pipeline."""
+"""``ikatkit train-ptkb-classifier`` and ``classify-ptkb``: the trained PTKB model of the ``rank_ptkb`` and
+``classify_ptkb`` stages (:mod:`ikatkit.rank.ptkb_model`) and its baselines, without a pipeline."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.topics import QUERY_KINDS
 
 CITE = ("none", "all")
+FEATURES = ("conversation", "turn")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported here: it loads torch)
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -25,29 +26,34 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train-ptkb-classifier", help="train the classify_ptkb stage's PTKB classifier on topics "
                                                      "with PTKB labels (e.g. the 2023 train topics)",
                        description="Fit a logistic model over a ranker's scores of each turn's PTKB statements "
-                                   "(score, gap to the turn's best, 1/rank) on the turns whose ptkb_provenance "
-                                   "labels them, with the threshold chosen by cross-validation over "
-                                   "conversations; write it as JSON for `classify_ptkb` (classifier = FILE) and "
-                                   "`ikatkit classify-ptkb`.")
+                                   "against the turn's query and the conversation so far, on the turns whose "
+                                   "ptkb_provenance labels them, with the probability threshold chosen by "
+                                   "cross-validation grouped by conversation; write it as JSON for the "
+                                   "rank_ptkb and classify_ptkb stages (classifier = FILE) and "
+                                   "`ikatkit classify-ptkb`. The file is yours: keep it out of the repository.")
     p.add_argument("topics", help="topic JSON whose turns carry ptkb_provenance (train topics only)")
     p.add_argument("--model", default=DEFAULT_ENCODER, help="bi-encoder model (default %(default)s)")
     _ranker_options(p)
+    p.add_argument("--features", choices=FEATURES, default="conversation",
+                   help="conversation: the query's and the conversation's scores (default); turn: the query's "
+                        "score, gap to the best and 1/rank only (the first classifier)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds for the threshold")
     p.add_argument("--out", required=True, help="the classifier's JSON file")
 
     def run(args: argparse.Namespace) -> int:
-        from ikatkit.stages.ptkb_classifier import train_classifier
         from ikatkit.pipelines.queries import queries_for
         from ikatkit.rank import make_ranker
+        from ikatkit.rank.ptkb_model import train_model
         from ikatkit.topics import load_topics
 
         topics = load_topics(args.topics)
-        trained = train_classifier(topics, queries_for(args.queries, args.topics),
-                                   make_ranker("bi-encoder", args.model), "bi-encoder", args.model, args.folds)
+        trained = train_model(topics, queries_for(args.queries, args.topics), make_ranker("bi-encoder", args.model),
+                              "bi-encoder", args.model, args.features, args.folds)
         trained.save(args.out)
-        print(f"trained on {trained.trained_on['turns']} turns ({trained.trained_on['relevant']} of "
-              f"{trained.trained_on['statements']} statements relevant); threshold {trained.threshold:.4f} "
-              f"-> {args.out}")
+        on = trained.trained_on
+        print(f"trained on {on['turns']} turns of {on['conversations']} conversations ({on['relevant']} of "
+              f"{on['statements']} statements relevant; data {on['fingerprint']}); threshold "
+              f"{trained.threshold:.4f} -> {args.out}")
         return 0
 
     p.set_defaults(func=run)
@@ -74,14 +80,14 @@ def _add_classify(sub: argparse._SubParsersAction) -> None:
             cited = {turn.qid: dict.fromkeys(topics.conversation_of(turn.qid).ptkb if args.cite == "all" else (),
                                              1.0) for turn in topics}
         else:
-            from ikatkit.stages.ptkb_classifier import PtkbClassifier, ranked_turns
             from ikatkit.pipelines.queries import queries_for
             from ikatkit.rank import make_ranker
+            from ikatkit.rank.ptkb_model import PtkbModel, topic_turns
 
-            trained = PtkbClassifier.load(args.classifier)
-            ranked = ranked_turns(topics, queries_for(args.queries, args.topics),
-                                  make_ranker(trained.kind, trained.model))
-            cited = {qid: dict(trained.choose(items)) for qid, items in ranked.items()}
+            trained = PtkbModel.load(args.classifier)
+            ranker = make_ranker(trained.kind, trained.model)
+            turns = topic_turns(topics, queries_for(args.queries, args.topics))
+            cited = {qid: dict(trained.choose(trained.ranked(ranker, turn))) for qid, turn in turns.items()}
         write_text(args.out, json.dumps(cited, indent=1) + "\n")
         print(f"{sum(map(len, cited.values()))} statements cited over {len(cited)} turns -> {args.out}")
         return 0

@@ -4,7 +4,7 @@
 so a refused resume says what changed. What makes a resource's identity is what its kind declares
 (:class:`ikatkit.pipelines.resources.ResourceKind`): a local model file or folder (``bundled:*`` included) by its
 content, a hub id by the revision in the local Hugging Face cache, an OpenAI-compatible model by name and
-server; LoRA adapters by their content.
+server; LoRA adapters and trained PTKB models (a stage's ``classifier``) by their content.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit import __version__
-from ikatkit.digest import json_digest, tree_digest
+from ikatkit.digest import file_digest, json_digest, tree_digest
 from ikatkit.index.lucene import index_identity
 from ikatkit.models import resolve_model
 from ikatkit.pipelines.resources import Resource, declared
@@ -94,6 +94,9 @@ def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]],
         "threads": _sha(threads(any("torch" in resource.modules() for resource in resources.values()),
                                 raw_config.get("threads"))),
     }
+    for path in sorted({s["classifier"] for s in raw_config.get("stages", []) if isinstance(s.get("classifier"), str)}):
+        found = Path(path)  # a trained PTKB model (rank_ptkb, classify_ptkb): its content
+        parts[f"classifier {path}"] = "sha256:" + file_digest(found) if found.is_file() else f"missing:{path}"
     for name, resource in sorted(resources.items()) if models else ():
         identity = resource_identity(resource, memo)
         if identity:

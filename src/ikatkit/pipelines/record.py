@@ -20,7 +20,8 @@ class TurnRecord:
     ``response_provenance`` (gold data, like ``provenance``, the turn's own); ``context_ids`` are the previous
     turns ``select_context`` kept (``None`` when it did not run) and ``context_trace`` its decisions. ``sources`` is the
     source plan (``plan_sources``; see :meth:`uses`), ``ptkb_used`` the PTKB keys the response prompt carried (as
-    ``used`` names its passages).
+    ``used`` names its passages). ``ptkb_trace`` keeps a trained PTKB model's probability of every statement, its
+    threshold and its training data's fingerprint (:mod:`ikatkit.rank.ptkb_model`).
     """
 
     qid: str
@@ -55,6 +56,7 @@ class TurnRecord:
     ptkb_used: list[str] = field(default_factory=list)  # respond / refine_evidence: the statements in the prompt
     evidence: dict[str, Any] = field(default_factory=dict)  # refine_evidence: the trace of its rounds
     user_id: str = ""  # the simulated user's id (interactive runs); track_persona keys its store by it
+    ptkb_trace: dict[str, Any] = field(default_factory=dict)  # rank_ptkb / classify_ptkb with a trained model
 
     @classmethod
     def from_turn(cls, turn: Turn, conversation: Conversation) -> TurnRecord:

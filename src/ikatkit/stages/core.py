@@ -11,6 +11,7 @@ checks the order and the runner what each stage wrote. Candidates are keyed by r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ikatkit.capabilities import ChatLLM, Ranker, Searcher
@@ -126,18 +127,52 @@ class RankPtkb(Stage):
     utterances (up to that many) of the conversation, so a statement the conversation is about stays on top.
     With MiniLM-L6, 2 turns and 0.8 were chosen on the 2023 train topics for raw-utterance queries (test, NIST
     PTKB qrels, all statements ranked: nDCG@5 0.6948 -> 0.7548); with resolved utterances history barely helps
-    (bench/tune_ptkb_history.py)."""
+    (bench/tune_ptkb_history.py). With ``classifier`` (a file of ``ikatkit train-ptkb-classifier``) the score is
+    the trained model's probability (:mod:`ikatkit.rank.ptkb_model`; every statement's is kept in
+    ``ptkb_trace``)."""
 
     name = "rank_ptkb"
     requires = ()
     ordered = ("query", "context_ids")
-    provides = ("ptkb",)
+    provides = ("ptkb", "ptkb_trace")
+    summary_key = "rank_ptkb_model"
 
     def __init__(self, ranker: Ranker, k: int = 3, history_turns: int = 0,
-                 history_weight: float = PTKB_HISTORY_WEIGHT) -> None:
+                 history_weight: float = PTKB_HISTORY_WEIGHT, classifier: str | None = None) -> None:
+        from ikatkit.rank.ptkb_model import PtkbModel
+
+        self.check({"history_turns": history_turns, "classifier": classifier})
         self.ranker, self.k, self.history_turns, self.history_weight = ranker, k, history_turns, history_weight
+        self.model = PtkbModel.load(classifier) if classifier else None
+
+    @classmethod
+    def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
+        if options.get("classifier") and options.get("history_turns"):
+            raise IkatError("history_turns and classifier both given", where="history_turns",
+                            fix="drop history_turns: the trained model reads the earlier turns itself")
+
+    @classmethod
+    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+        if options.get("classifier"):
+            from ikatkit.rank.ptkb_model import load_for_ranker
+
+            load_for_ranker(options["classifier"], placement.kinds.get("ranker"))
+
+    @classmethod
+    def summary(cls, records: Sequence[TurnRecord], seconds: float | None) -> dict[str, Any] | None:
+        from ikatkit.rank.ptkb_model import summary
+
+        return summary(records, cls.name)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
+        if self.model is not None:
+            from ikatkit.rank.ptkb_model import record_turn
+
+            for record in records:
+                ranked = self.model.ranked(self.ranker, record_turn(record))
+                record.ptkb = ranked[: self.k] if self.k else ranked
+                record.ptkb_trace = self.model.trace(self.name, dict(ranked))
+            return records
         for record in records:
             history = [u for u, _ in record.context_history][-self.history_turns:] if self.history_turns > 0 else []
             ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all, self.k, history,
@@ -163,23 +198,24 @@ class GoldPtkb(Stage):
 @register
 class ClassifyPtkb(Stage):
     """Choose the PTKB statements relevant to each turn (GtR): by the LLM, or with ``classifier`` by a trained
-    classifier over the ranker's scores.
+    model over the ranker's scores of the statements against the query and the conversation.
 
     The LLM judges each statement; chosen ones score 1. A ``classifier`` (a file of ``ikatkit
-    train-ptkb-classifier``) reads the ranker's scores of the statements against the query through its logistic
-    model; chosen ones score their probability (:mod:`ikatkit.stages.ptkb_classifier`,
+    train-ptkb-classifier``) keeps the statements whose probability reaches its threshold, scored by that
+    probability; every statement's probability is kept in ``ptkb_trace`` (:mod:`ikatkit.rank.ptkb_model`,
     docs/ptkb-classification.md)."""
 
     name = "classify_ptkb"
     requires = ()
     ordered = ("context_ids",)
-    provides = ("ptkb",)
+    provides = ("ptkb", "ptkb_trace")
+    summary_key = "classify_ptkb_model"
 
     def __init__(self, llm: ChatLLM | None = None, ranker: Ranker | None = None, classifier: str | None = None) -> None:
-        from ikatkit.stages.ptkb_classifier import PtkbClassifier
+        from ikatkit.rank.ptkb_model import PtkbModel
 
         self.llm, self.ranker = llm, ranker
-        self.classifier = PtkbClassifier.load(classifier) if classifier else None
+        self.classifier = PtkbModel.load(classifier) if classifier else None
 
     @classmethod
     def ordered_reads(cls, options: dict[str, Any]) -> tuple[str, ...]:
@@ -193,20 +229,25 @@ class ClassifyPtkb(Stage):
                 raise IkatError("classify_ptkb needs an LLM resource, or a trained classifier", where="classifier",
                                 fix='declare a kind = "llm" resource, or add classifier = "<file>" and a bi-encoder')
             return
-        from ikatkit.stages.ptkb_classifier import PtkbClassifier
+        from ikatkit.rank.ptkb_model import load_for_ranker
 
-        trained = PtkbClassifier.load(options["classifier"])
-        if placement.kinds.get("ranker") != trained.kind:
-            raise IkatError(f"the classifier was trained on a {trained.kind} ({trained.model}); this stage's ranker "
-                            f"is {placement.kinds.get('ranker')!r}", where="ranker",
-                            fix=f'declare a kind = "{trained.kind}" resource with model = "{trained.model}"')
+        load_for_ranker(options["classifier"], placement.kinds.get("ranker"))
+
+    @classmethod
+    def summary(cls, records: Sequence[TurnRecord], seconds: float | None) -> dict[str, Any] | None:
+        from ikatkit.rank.ptkb_model import summary
+
+        return summary(records, cls.name)
 
     def transform(self, records: list[TurnRecord]) -> list[TurnRecord]:
         if self.classifier is not None:
             assert self.ranker is not None  # check_placement refuses a classifier without its ranker
+            from ikatkit.rank.ptkb_model import record_turn
+
             for record in records:
-                ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all)
+                ranked = self.classifier.ranked(self.ranker, record_turn(record))
                 record.ptkb = self.classifier.choose(ranked)
+                record.ptkb_trace = self.classifier.trace(self.name, dict(ranked))
             return records
         from ikatkit.llm.parse import parse_ptkb_classification
 

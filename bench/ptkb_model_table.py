@@ -1,0 +1,123 @@
+"""The tables of docs/ptkb-classification.md: trained PTKB models against the baselines, with a paired test per turn.
+
+Trains the models on the iKAT 2023 TRAIN topics only (``ptkb_provenance``; threshold by 5-fold cross-validation
+grouped by conversation), first printing the cross-validated choice of the feature set (train only), then reports
+on the 2023 TEST topics (NIST PTKB qrels, binary) and the 2025 test topics (NIST PTKB qrels, grades 0-4, at
+grade >= 1 and >= 2): SetP/SetR/SetF, micro F1, and the two-sided paired t-test (and sign-flip randomization test)
+of the per-turn F1 against the top-3 ranking; then PTKB nDCG@5 of the rankings. Raw utterances (what an automatic
+or interactive system has) and resolved ones (manual).
+
+    python bench/ptkb_model_table.py [--data ../shared/ikat] [--model bundled:minilm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+CANDIDATES = {  # the feature sets compared by cross-validation on train (the choice: the best mean of 4 figures)
+    "turn": ("score", "gap_to_best", "reciprocal_rank"),
+    "conversation": ("score", "gap_to_best", "reciprocal_rank", "conversation_gap", "conversation_rank",
+                     "persistence"),
+    "turn + history": ("score", "gap_to_best", "reciprocal_rank", "history_gap", "history_rank"),
+    "turn + history + responses": ("score", "gap_to_best", "reciprocal_rank", "recent_gap", "last_response_gap"),
+    "every feature": "ALL",
+}
+
+
+def cross_validated(train, ranker) -> None:  # noqa: ANN001
+    """Out-of-fold SetF (at the out-of-fold threshold) and nDCG@5 of each candidate feature set, train only."""
+    import numpy as np
+
+    from ikatkit.evaluate.ptkb import evaluate_ptkb
+    from ikatkit.rank import ptkb_model as pm
+
+    print("| feature set | raw CV SetF | raw CV nDCG@5 | resolved CV SetF | resolved CV nDCG@5 | mean |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    data = {kind: pm.training_data(train, train.queries(kind), ranker) for kind in ("raw", "manual")}
+    for name, features in CANDIDATES.items():
+        figures = []
+        for found in data.values():
+            oof = pm.out_of_fold(found, pm.ALL_FEATURES if features == "ALL" else features, 5)
+            figures.append(pm.mean_turn_f1(oof, found.truth, found.qids, pm.best_threshold(oof, found.truth,
+                                                                                           found.qids)))
+            ranks: dict[str, dict[str, float]] = {}
+            qrels: dict[str, dict[str, int]] = {}
+            for i, qid in enumerate(found.qids):
+                ranks.setdefault(qid, {})[str(i)] = float(oof[i])
+                qrels.setdefault(qid, {})[str(i)] = int(found.truth[i])
+            figures.append(evaluate_ptkb(ranks, qrels).mean["nDCG@5"])
+        print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in figures) + f" | {np.mean(figures):.4f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/ikat")
+    parser.add_argument("--model", default="bundled:minilm")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ikatkit.evaluate.ptkb import evaluate_ptkb
+    from ikatkit.evaluate.ptkb_classify import classify_ptkb, ptkb_qrels_keys
+    from ikatkit.evaluate.qrels import load_qrels
+    from ikatkit.evaluate.significance import paired_test
+    from ikatkit.rank import make_ranker
+    from ikatkit.rank.base import PTKB_HISTORY_WEIGHT
+    from ikatkit.rank.ptkb_model import topic_turns, train_model
+    from ikatkit.rank.standalone import rank_topics_ptkb
+    from ikatkit.topics import load_topics
+
+    train = load_topics(args.data / "2023/train_topics.json")
+    collections = [("2023 test", load_topics(args.data / "2023/test_topics.json"),
+                    load_qrels(args.data / "2023/ptkb_qrels.nist.txt"), (1,)),
+                   ("2025", load_topics(args.data / "2025-released/2025_test_topics.json"),
+                    load_qrels(args.data / "2025-released/qrels-ptkb-nist.trec"), (1, 2))]
+    with tempfile.TemporaryDirectory() as cache:
+        ranker = make_ranker("bi-encoder", args.model, cache_dir=cache)
+        cross_validated(train, ranker)
+        for kind in ("raw", "manual"):
+            models = {fs: train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs)
+                      for fs in ("turn", "conversation")}
+            print(f"\n{kind} utterances; thresholds: " + ", ".join(f"{fs} {m.threshold:.4f} (data "
+                                                                   f"{m.trained_on['fingerprint']})"
+                                                                   for fs, m in models.items()))
+            print("| collection | system | SetP | SetR | SetF | F1_micro | SetF - top-3 | p (t) | p (rand.) |")
+            print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+            for name, topics, qrels, rels in collections:
+                queries = topics.queries(kind)
+                plain = rank_topics_ptkb(topics, queries, ranker)
+                history = rank_topics_ptkb(topics, queries, ranker, history_turns=2,
+                                           history_weight=PTKB_HISTORY_WEIGHT, history=topics.queries("raw"))
+                turns = topic_turns(topics, queries)
+                ranked = {fs: {q: m.ranked(ranker, t) for q, t in turns.items()} for fs, m in models.items()}
+                systems = {"cite all": {q: dict(r) for q, r in plain.items()},
+                           "top-1": {q: dict(r[:1]) for q, r in plain.items()},
+                           "top-3": {q: dict(r[:3]) for q, r in plain.items()},
+                           "old model (turn features)": {q: dict(models["turn"].choose(r))
+                                                         for q, r in ranked["turn"].items()},
+                           "new model (conversation)": {q: dict(models["conversation"].choose(r))
+                                                        for q, r in ranked["conversation"].items()}}
+                for rel in rels:
+                    results = {s: classify_ptkb(cited, qrels, rel, topics) for s, cited in systems.items()}
+                    base = results["top-3"]
+                    for system, result in results.items():
+                        m = result.mean
+                        f = f"SetF(rel={rel})"
+                        a = [base.per_query[q][f] for q in base.per_query]
+                        b = [result.per_query[q][f] for q in base.per_query]
+                        tests = ("", "") if system == "top-3" else (
+                            f"{paired_test(a, b):.3f}", f"{paired_test(a, b, 'randomization'):.3f}")
+                        print(f"| {name}, rel={rel} | {system} | {m[f'SetP(rel={rel})']:.4f} | "
+                              f"{m[f'SetR(rel={rel})']:.4f} | {m[f]:.4f} | {m[f'F1_micro(rel={rel})']:.4f} | "
+                              f"{m[f] - base.mean[f]:+.4f} | {tests[0]} | {tests[1]} |")
+                keyed = ptkb_qrels_keys(qrels)
+                orders = {"plain ranking": plain, "rank_ptkb history 2 turns, 0.8": history,
+                          "old model": ranked["turn"], "new model": ranked["conversation"]}
+                print(f"{name} nDCG@5: " + ", ".join(
+                    f"{o} {evaluate_ptkb({q: dict(r) for q, r in lists.items()}, keyed).mean['nDCG@5']:.4f}"
+                    for o, lists in orders.items()))
+
+
+if __name__ == "__main__":
+    main()

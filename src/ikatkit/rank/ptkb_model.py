@@ -1,0 +1,322 @@
+"""A trained PTKB model that reads the conversation: which of a conversation's statements matter to a turn.
+
+Each statement of a turn gets features from a ranker's scores (the bi-encoder's cosines) of the statement against
+the turn's query, against every earlier utterance of the conversation (the opening one, the mean over the turns so
+far, the best of them), against the earlier responses, and from the rankings of the earlier turns (how often the
+statement was among a turn's top 3, whether it led one): "I eat dinner late at night" matters to every turn of an
+acid-reflux conversation whatever the turn's words. Everything comes from what a turn record carries (query,
+previous utterances and responses, the PTKB), so the model works on topic files and interactively alike.
+
+A logistic model (scikit-learn) over standardised features is trained on turns whose ``ptkb_provenance`` labels
+them (the 2023 train topics: the organizers' labels); the probability threshold is chosen by cross-validation
+grouped by conversation (best mean per-turn F1 of the out-of-fold probabilities). ``features = "turn"`` keeps
+the first classifier's three features (score, gap to the turn's best, 1 / rank). The trained model is a small JSON
+file; using it needs no scikit-learn. ``rank_ptkb`` ranks by its probabilities, ``classify_ptkb`` keeps those at
+or above its threshold (docs/ptkb-classification.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ikatkit.errors import IkatError
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, Ranker
+from ikatkit.topics import Topics
+
+FORMAT = "ikatkit-ptkb-model-v2"
+TOP = 3  # a statement "among a turn's top statements" (persistence)
+RECENT = 2  # the earlier utterances of "recent_gap" (rank_ptkb's history_turns for raw utterances)
+ALL_FEATURES = ("score", "gap_to_best", "reciprocal_rank", "score_z", "conversation", "conversation_gap",
+                "conversation_rank", "opening_gap", "best_turn_gap", "recent_gap", "history_gap",
+                "history_rank", "response_gap",
+                "last_response_gap", "persistence", "led_before")
+FEATURE_SETS = {
+    "turn": ("score", "gap_to_best", "reciprocal_rank"),
+    "conversation": ("score", "gap_to_best", "reciprocal_rank", "conversation_gap", "conversation_rank",
+                     "persistence"),
+}
+
+
+@dataclass(frozen=True)
+class PtkbTurn:
+    """What the model reads of a turn: its query, the earlier (utterance, response) pairs, the PTKB ``{key: text}``."""
+
+    query: str
+    history: Sequence[tuple[str, str]]
+    ptkb: Mapping[str, str]
+
+
+def record_turn(record: Any) -> PtkbTurn:
+    """What the model reads of a pipeline's turn record: its query (the raw utterance without one), every earlier
+    turn of the conversation (in an interactive run, the session's), the PTKB."""
+    return PtkbTurn(record.query or record.utterance, list(record.history), dict(record.ptkb_all))
+
+
+def topic_turns(topics: Topics, queries: Mapping[str, str]) -> dict[str, PtkbTurn]:
+    """Every turn of ``topics`` as the model reads it: ``queries[qid]`` and the canonical earlier turns."""
+    turns = {}
+    for conversation in topics.conversations:
+        for turn in conversation.turns:
+            history = [(t.utterance, t.response or "") for t in conversation.history(turn.turn_id)]
+            turns[turn.qid] = PtkbTurn(queries[turn.qid], history, dict(conversation.ptkb))
+    return turns
+
+
+def _reciprocal_ranks(values: np.ndarray) -> np.ndarray:
+    """1 / rank of each value, best first (ties in the given order)."""
+    order = np.argsort(-values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    return 1.0 / ranks
+
+
+def feature_table(ranker: Ranker, turn: PtkbTurn) -> tuple[list[str], np.ndarray]:
+    """The statements' keys and one row of :data:`ALL_FEATURES` per statement, in the PTKB's order."""
+    keys = list(turn.ptkb)
+    if not keys:
+        return [], np.zeros((0, len(ALL_FEATURES)))
+    texts = [turn.ptkb[key] for key in keys]
+    utterances = [u for u, _ in turn.history]
+    responses = [r for _, r in turn.history if r.strip()]
+    sources = [*utterances, turn.query, *responses]
+    scores = np.array(ranker.score([(source, text) for source in sources for text in texts]),
+                      dtype=float).reshape(len(sources), len(keys))
+    so_far, query = scores[: len(utterances) + 1], scores[len(utterances)]
+    conversation = so_far.mean(axis=0)
+    best_turn = so_far.max(axis=0)
+    response = scores[len(utterances) + 1:].max(axis=0) if responses else np.zeros(len(keys))
+    last_response = scores[-1] if responses else np.zeros(len(keys))
+    recent = so_far[-1 - RECENT:-1].max(axis=0) if utterances else np.zeros(len(keys))
+    history = query + PTKB_HISTORY_WEIGHT * recent  # rank_ptkb's score with history_turns = 2
+    spread = float(query.std())
+    top = np.array([_reciprocal_ranks(row) >= 1.0 / TOP for row in so_far])
+    led = np.array([_reciprocal_ranks(row) == 1.0 for row in so_far[:-1]]).any(axis=0) if utterances \
+        else np.zeros(len(keys), dtype=bool)
+    columns = {
+        "score": query,
+        "gap_to_best": query - query.max(),
+        "reciprocal_rank": _reciprocal_ranks(query),
+        "score_z": (query - query.mean()) / spread if spread > 0 else np.zeros(len(keys)),
+        "conversation": conversation,
+        "conversation_gap": conversation - conversation.max(),
+        "conversation_rank": _reciprocal_ranks(conversation),
+        "opening_gap": so_far[0] - so_far[0].max(),
+        "best_turn_gap": best_turn - best_turn.max(),
+        "recent_gap": recent - recent.max(),
+        "history_gap": history - history.max(),
+        "history_rank": _reciprocal_ranks(history),
+        "response_gap": response - response.max(),
+        "last_response_gap": last_response - last_response.max(),
+        "persistence": top.mean(axis=0),
+        "led_before": led.astype(float),
+    }
+    return keys, np.column_stack([columns[name] for name in ALL_FEATURES])
+
+
+@dataclass(frozen=True)
+class PtkbModel:
+    """A trained model: the ranker it reads (``kind``, ``model``), its features, their standardisation (``mean``,
+    ``scale``), the logistic weights, the probability threshold, and what it was trained on (``trained_on``, with
+    the training data's ``fingerprint``)."""
+
+    kind: str
+    model: str
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    threshold: float
+    trained_on: dict[str, Any]
+
+    def probabilities(self, ranker: Ranker, turn: PtkbTurn) -> dict[str, float]:
+        """``{key: probability that the statement is relevant to the turn}``, in the PTKB's order."""
+        keys, table = feature_table(ranker, turn)
+        return dict(zip(keys, self.probabilities_of(table)))
+
+    def probabilities_of(self, table: np.ndarray) -> list[float]:
+        """The probabilities of rows of :data:`ALL_FEATURES` (a :func:`feature_table`)."""
+        columns = [ALL_FEATURES.index(name) for name in self.features]
+        x = (table[:, columns] - np.array(self.mean)) / np.array(self.scale)
+        return [1.0 / (1.0 + math.exp(-z)) for z in (x @ np.array(self.coef) + self.intercept)]
+
+    def ranked(self, ranker: Ranker, turn: PtkbTurn) -> list[tuple[str, float]]:
+        """Every statement with its probability, most probable first (ties by key)."""
+        return sorted(self.probabilities(ranker, turn).items(), key=lambda item: (-item[1], item[0]))
+
+    def choose(self, ranked: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+        """The statements of :meth:`ranked` whose probability reaches the threshold, most probable first."""
+        return [(key, p) for key, p in ranked if p >= self.threshold]
+
+    def trace(self, stage: str, probabilities: Mapping[str, float]) -> dict[str, Any]:
+        """A turn record's ``ptkb_trace``: the stage, every statement's probability and the model's manifest."""
+        return {"stage": stage, "probabilities": dict(probabilities), "model": self.manifest()}
+
+    def manifest(self) -> dict[str, Any]:
+        """What a run's manifest states of the model: features, threshold, training data and its fingerprint."""
+        return {"features": list(self.features), "threshold": self.threshold, "ranker": f"{self.kind}:{self.model}",
+                "trained_on": self.trained_on}
+
+    def save(self, path: str | Path) -> None:
+        from ikatkit.atomic import write_text
+
+        write_text(path, json.dumps({"format": FORMAT, **asdict(self)}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> PtkbModel:
+        """The model of a file of ``ikatkit train-ptkb-classifier``; anything else is one IkatError."""
+        retrain = "train one with `ikatkit train-ptkb-classifier TOPICS --out FILE`"
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise IkatError("PTKB classifier file not found", path=path, fix=retrain) from None
+        except (UnicodeDecodeError, IsADirectoryError) as err:
+            raise IkatError(f"not a PTKB classifier file: {err}", path=path, fix=retrain) from None
+        except json.JSONDecodeError as err:
+            raise IkatError(f"not JSON: {err.msg}", path=path, where=f"line {err.lineno}", fix=retrain) from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise IkatError(f"not a {FORMAT} file", path=path, fix=f"re{retrain}")
+        try:
+            mean, scale, coef = (tuple(float(v) for v in data[name]) for name in ("mean", "scale", "coef"))
+            model = cls(str(data["kind"]), str(data["model"]), tuple(str(f) for f in data["features"]), mean, scale,
+                        coef, float(data["intercept"]), float(data["threshold"]), dict(data["trained_on"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise IkatError(f"field {err} missing or malformed", path=path, fix=f"re{retrain}") from None
+        unknown = [f for f in model.features if f not in ALL_FEATURES]
+        sizes = {len(model.features), len(model.mean), len(model.scale), len(model.coef)}
+        if unknown or len(sizes) != 1 or 0.0 in model.scale:
+            raise IkatError(f"features {unknown or list(model.features)} do not fit the weights", path=path,
+                            fix=f"re{retrain}")
+        return model
+
+
+def load_for_ranker(path: str | Path, kind: str | None) -> PtkbModel:
+    """The model of ``path``, refused (one IkatError) unless the stage's ranker is of the kind it was trained on."""
+    model = PtkbModel.load(path)
+    if kind != model.kind:
+        raise IkatError(f"the classifier was trained on a {model.kind} ({model.model}); this stage's ranker "
+                        f"is {kind!r}", where="ranker",
+                        fix=f'declare a kind = "{model.kind}" resource with model = "{model.model}"')
+    return model
+
+
+def summary(records: Sequence[Any], stage: str) -> dict[str, Any] | None:
+    """For a run's manifest: the model(s) ``stage`` used (features, threshold, training data and its fingerprint),
+    the turns it scored and the statements they kept; None where the stage used no model."""
+    traces = [r.ptkb_trace for r in records if r.ptkb_trace.get("stage") == stage]
+    if not traces:
+        return None
+    models = list({json.dumps(t["model"], sort_keys=True): t["model"] for t in traces}.values())
+    return {"models": models, "turns": len(traces),
+            "statements": sum(len(t["probabilities"]) for t in traces),
+            "kept": sum(len(r.ptkb) for r in records if r.ptkb_trace.get("stage") == stage)}
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """The labelled rows: :data:`ALL_FEATURES` per (turn, statement), the labels, each row's turn and conversation."""
+
+    table: np.ndarray
+    truth: np.ndarray
+    qids: list[str]
+    groups: list[str]
+    fingerprint: str
+
+
+def training_data(topics: Topics, queries: Mapping[str, str], ranker: Ranker) -> TrainingData:
+    """The rows of the turns of ``topics`` whose ``ptkb_provenance`` cites statements (their labels: cited or not);
+    the fingerprint covers the topics file and the queries (what the rows are computed from)."""
+    from ikatkit.digest import file_digest, json_digest
+
+    labels = topics.ptkb_qrels()
+    if not labels:
+        raise IkatError("no turn of the topics cites PTKB statements (ptkb_provenance)", path=topics.path,
+                        fix="train on topics with PTKB labels, e.g. the 2023 train topics")
+    turns = topic_turns(topics, queries)
+    tables, truth, qids, groups = [], [], [], []
+    for qid in labels:
+        keys, table = feature_table(ranker, turns[qid])
+        tables.append(table)
+        truth += [labels[qid][key] for key in keys]
+        qids += [qid] * len(keys)
+        groups += [topics.conversation_of(qid).id] * len(keys)
+    source = file_digest(topics.path) if topics.path else json_digest([str(c) for c in topics.conversations])
+    fingerprint = json_digest({"topics": source, "queries": {q: queries[q] for q in topics.qids}})[:16]
+    return TrainingData(np.vstack(tables), np.array(truth), qids, groups, fingerprint)
+
+
+def cv_folds(data: TrainingData, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``folds`` (train rows, held-out rows) splits grouped by conversation (scikit-learn's GroupKFold)."""
+    from sklearn.model_selection import GroupKFold
+
+    conversations = len(set(data.groups))
+    if len(set(data.truth.tolist())) < 2 or conversations < 2:
+        raise IkatError(f"{conversations} labelled conversation(s) with labels {sorted(set(data.truth.tolist()))}",
+                        fix="train on topics with relevant and other statements in 2+ conversations")
+    splitter = GroupKFold(n_splits=min(folds, conversations))
+    return list(splitter.split(data.table, data.truth, data.groups))
+
+
+def _fit(table: np.ndarray, truth: np.ndarray, columns: list[int], c: float) -> tuple[Any, Any]:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(table[:, columns])
+    scaler.scale_[scaler.scale_ == 0] = 1.0
+    fitted = LogisticRegression(C=c, max_iter=1000, random_state=0).fit(scaler.transform(table[:, columns]), truth)
+    return scaler, fitted
+
+
+def out_of_fold(data: TrainingData, features: Sequence[str], folds: int, c: float = 1.0) -> np.ndarray:
+    """Each row's probability from the model fitted on the other folds' conversations."""
+    columns = [ALL_FEATURES.index(name) for name in features]
+    probabilities = np.zeros(len(data.truth))
+    for train, held_out in cv_folds(data, folds):
+        scaler, fitted = _fit(data.table[train], data.truth[train], columns, c)
+        probabilities[held_out] = fitted.predict_proba(scaler.transform(data.table[held_out][:, columns]))[:, 1]
+    return probabilities
+
+
+def mean_turn_f1(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str], threshold: float) -> float:
+    """The mean over turns of F1 of the statements at or above ``threshold`` (0 where nothing is cited)."""
+    scores = []
+    for qid in dict.fromkeys(qids):
+        rows = np.array([q == qid for q in qids])
+        picked, relevant = probabilities[rows] >= threshold, truth[rows] == 1
+        tp = float((picked & relevant).sum())
+        scores.append(2 * tp / (picked.sum() + relevant.sum()) if tp else 0.0)
+    return float(np.mean(scores))
+
+
+def best_threshold(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str]) -> float:
+    """The threshold with the best mean per-turn F1 (ties: the higher threshold)."""
+    best, chosen = -1.0, 0.5
+    for threshold in sorted({float(p) for p in probabilities}, reverse=True):
+        f1 = mean_turn_f1(probabilities, truth, qids, threshold)
+        if f1 > best:
+            best, chosen = f1, threshold
+    return chosen
+
+
+def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind: str, model: str,
+                features: str = "conversation", folds: int = 5, c: float = 1.0) -> PtkbModel:
+    """Fit the logistic model on the labelled turns of ``topics`` over the feature set ``features``
+    (:data:`FEATURE_SETS`) and choose its threshold by ``folds``-fold cross-validation grouped by conversation."""
+    if features not in FEATURE_SETS:
+        raise IkatError(f"unknown feature set {features!r}", where="--features", fix=f"use one of {list(FEATURE_SETS)}")
+    names = FEATURE_SETS[features]
+    data = training_data(topics, queries, ranker)
+    threshold = best_threshold(out_of_fold(data, names, folds, c), data.truth, data.qids)
+    scaler, fitted = _fit(data.table, data.truth, [ALL_FEATURES.index(name) for name in names], c)
+    trained_on = {"topics": str(topics.path or ""), "fingerprint": data.fingerprint, "feature_set": features,
+                  "turns": len(set(data.qids)), "conversations": len(set(data.groups)), "statements": len(data.truth),
+                  "relevant": int(data.truth.sum()), "folds": len(cv_folds(data, folds)), "C": c}
+    return PtkbModel(kind, model, names, tuple(float(v) for v in scaler.mean_), tuple(float(v) for v in scaler.scale_),
+                     tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), threshold, trained_on)
