@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from ikatkit.errors import IkatError
-from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, Ranker
+from ikatkit.capabilities import Ranker
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT
 from ikatkit.topics import Topics
 
 FORMAT = "ikatkit-ptkb-model-v2"
