@@ -70,7 +70,7 @@ def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:
 
     run = read_run(path, topics=topics)
     fmt, records = load_records(path)
-    rows = [entry for _, entry in records] if fmt in ("interactive", "2025-interactive") else []
+    rows = [entry for _, entry in records] if fmt in ("interactive", "2025-interactive", "2026-interactive") else []
     users: dict[str, str] = {}
     farewells: dict[str, tuple[str, str]] = {}
     keys: list[str] = []
@@ -90,7 +90,7 @@ def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:
         if user:
             users[key] = user
     turns = ({key: turn for key, turn in zip(keys, run.turns)} if rows and len(keys) == len(run.turns)
-             else {t.turn_id: t for t in run.turns})
+             else {t.key: t for t in run.turns})
     data = RunData(name, path, run, turns, users, farewells, run.description,
                    interactive=any(t.user is not None for t in run.turns))
     _read_folder(data)
