@@ -1,4 +1,5 @@
-"""A 2026-style Sim.API in front of ikatkit's local simulator, for tests (until `ikatkit simulate` speaks 2026):
+"""A 2026-style Sim.API in front of ikatkit's local simulator in its 2025 mode, for tests (the 2026 server as a
+wrapper around a 2025 one, as the organizers' code would be; `ikatkit simulate --user-types` speaks 2026 itself):
 an ASGI middleware that adds ``user_meta.ptkb`` (the conversation's PTKB texts, a list) to every user message,
 answers ``/run/status`` with user-topic pairs, and plays one topic with several users: the simulator's topic
 ``T~U`` is topic ``T`` of user ``U`` on the wire (messages, status, dump)."""
@@ -42,7 +43,8 @@ class As2026:
     def row(self, row: dict[str, Any]) -> dict[str, Any]:
         slot, _, n = row["metadata"]["topic_id"].rpartition("_")
         meta = {k: v for k, v in row["metadata"].items() if k != "topic_id"}
-        row["metadata"] = {**meta, "user_id": self.sim.users[slot].id, "topic_id": f"{slot.partition(SLOT)[0]}_{n}"}
+        user = next(u for (_, topic), u in self.sim.users.items() if topic == slot)  # the simulator's (user, topic)
+        row["metadata"] = {**meta, "user_id": user.id, "topic_id": f"{slot.partition(SLOT)[0]}_{n}"}
         return row
 
     @staticmethod

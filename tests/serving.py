@@ -1,4 +1,5 @@
-"""Waiting for a server subprocess the tests start (``ikatkit simulate``) to answer on loopback."""
+"""Simulators the tests serve on loopback: in a thread (:func:`serve`), or as a subprocess (``ikatkit simulate``)
+they wait for (:func:`wait_until_serving`)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,16 @@ def wait_until_serving(server: subprocess.Popen, url: str, timeout: float, log: 
 
 
 @contextmanager
-def serve(sim: Any, port: int = 0) -> Iterator[str]:
-    """A simulator's app (:class:`ikatkit.simulate.server.Simulator`) on 127.0.0.1 in a thread; yields its base URL."""
+def serve(sim: Any, port: int = 0, wrap: Callable[[Any], Any] | None = None) -> Iterator[str]:
+    """A simulator's app (:class:`ikatkit.simulate.server.Simulator`; wrapped by ``wrap``, an ASGI middleware) on
+    127.0.0.1 in a thread; yields its base URL."""
     import uvicorn
 
     from ikatkit.simulate.server import create_app
 
-    server = uvicorn.Server(uvicorn.Config(create_app(sim), host="127.0.0.1", port=port, log_level="error"))
+    app = create_app(sim)
+    server = uvicorn.Server(uvicorn.Config(wrap(app) if wrap else app, host="127.0.0.1", port=port,
+                                           log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

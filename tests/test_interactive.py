@@ -8,17 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 import spacy
-import uvicorn
 
 from ikatkit.errors import IkatError
 from ikatkit.interactive.client import ApiClient, Unavailable
@@ -26,35 +23,18 @@ from ikatkit.interactive.driver import run_interactive
 from ikatkit.runs.tokens import count_tokens, fit_response
 from ikatkit.runs.io import read_run
 from ikatkit.runs.validate import validate_run
-from ikatkit.simulate.server import Simulator, create_app
+from ikatkit.simulate.server import Simulator
 from ikatkit.simulate.users import FAREWELL, ReplayUser, replay_users
 from ikatkit.topics import load_topics
 
 from bm25_config import BM25_EXTRACTIVE
+from serving import serve
 
 TOKEN = "local-test-token"
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # manual-like, no model: resolved utterance (raw here: the API sends none) -> gold PTKB (none) -> BM25 -> top passage
 CONFIG = BM25_EXTRACTIVE.replace('task = "extractive"', 'task = "extractive"\npassages = 2')
-
-
-@contextmanager
-def serve(sim: Simulator, port: int = 0, wrap: Callable[[Any], Any] | None = None) -> Iterator[str]:
-    """The simulator's app (wrapped by ``wrap``, an ASGI middleware) on 127.0.0.1 in a thread; yields its base URL."""
-    app = create_app(sim)
-    server = uvicorn.Server(uvicorn.Config(wrap(app) if wrap else app, host="127.0.0.1", port=port,
-                                           log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{bound}"
-    finally:
-        server.should_exit = True
-        thread.join()
 
 
 @pytest.fixture()
@@ -80,10 +60,10 @@ def sim_of(topics, **kwargs) -> Simulator:
 
 
 def answered(rows: list[dict]) -> list[tuple]:
-    """The dump's content apart from the run's own id: topic turn, utterance, response, citations, meta."""
-    return [(r["metadata"]["topic_id"], r["metadata"]["description"], r["responses"][0]["user_utterance"],
-             r["responses"][0]["assistant_text"], r["responses"][0]["assistant_citations"],
-             r["responses"][0]["assistant_meta"]) for r in rows]
+    """The dump's content apart from the run's own id: user, topic turn, utterance, response, citations, meta."""
+    return [(r["metadata"].get("user_id"), r["metadata"]["topic_id"], r["metadata"]["description"],
+             r["responses"][0]["user_utterance"], r["responses"][0]["assistant_text"],
+             r["responses"][0]["assistant_citations"], r["responses"][0]["assistant_meta"]) for r in rows]
 
 
 def read_dump(path: Path) -> list[dict]:
@@ -208,24 +188,31 @@ def _cli(config: Path, url: str, run_id: str, out: Path, index: Path) -> list[st
             "--out", str(out), "--index", str(index)]
 
 
-@pytest.mark.parametrize("edition", [2025, 2026])
-def test_kill_and_resume_equals_an_uninterrupted_run(edition, demo_topics, demo_index, config, token, tmp_path,
-                                                     capsys):
+@pytest.mark.parametrize("edition", ["2025", "2026", "simulate-2026"])
+def test_kill_and_resume_equals_an_uninterrupted_run(edition, demo_dir, demo_topics, demo_index, config, token,
+                                                     tmp_path, capsys):
     """SIGKILL a subprocess run mid-way (its process group, as a terminal would), rerun it (here in-process): the
-    dump is an uninterrupted run's. 2026: a server that sends user_meta and plays each topic with two users."""
+    dump is an uninterrupted run's. 2026: a server that sends user_meta and plays each topic with two users (our
+    middleware around the 2025 server), and `ikatkit simulate`'s own 2026 server with four user types."""
     from api2026 import As2026, several_users
+    from test_simulate_cli import local_simulator, simulate_args
 
     def server() -> tuple[Simulator, Callable[[Any], Any] | None]:
-        if edition == 2025:
+        if edition == "2025":
             return sim_of(demo_topics), None
+        if edition == "simulate-2026":  # u1..u4 (clean, typos, terse+impatient, cooperative) on both topics, seed 3
+            return local_simulator(simulate_args(demo_dir)), None
         sim = Simulator(several_users(demo_topics, ["u1", "u2"]), {TOKEN: "team-a"})
         return sim, lambda app: As2026(app, sim, demo_topics)
 
-    answers, sessions = 12 * (edition - 2024), 2 * (edition - 2024)
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     sim, wrap = server()
     with serve(sim, wrap=wrap) as url:
         whole = run_interactive(config, url, "whole", tmp_path / "whole", index=demo_index, progress=False)
+        answers, sessions = whole.turns, whole.manifest["sessions"]
+        # the demo's 2 topics of 6 turns played to the end by each user (1, 2, 4); u3 (impatient) stays: the demo's
+        # two-passage answers are short enough for it to read
+        assert (answers, sessions) == {"2025": (12, 2), "2026": (24, 4), "simulate-2026": (48, 8)}[edition]
         out = tmp_path / "killed"
         process = subprocess.Popen(_cli(config, url, "killed", out, demo_index), env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,7 +1,7 @@
 """iKAT 2026 as it runs, over real HTTP on loopback: the user's PTKB from each message (``user_meta.ptkb``), the
 2026 rules (at most 10 citations), several users per topic keyed apart, ``--topics`` on a 2025 server, one
-manifest schema for `run` and `interactive`. The 2026 server is the local simulator behind a test middleware
-(tests/api2026.py) until `ikatkit simulate` speaks 2026."""
+manifest schema for `run` and `interactive`. The 2026 server is `ikatkit simulate`'s own (four user types), or the
+2025 server behind a test middleware (tests/api2026.py) that adds what 2026 sends."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from ikatkit.pipelines.session.manifest import NO_PASSAGES
 from ikatkit.pipelines.session.store import safe_name
 from ikatkit.simulate.server import Simulator
 from ikatkit.topics import load_topics, parse_topics
-from test_interactive import CONFIG, TOKEN, read_dump, serve, sim_of
+from serving import serve
+from test_interactive import CONFIG, TOKEN, read_dump, sim_of
 
 # raw utterance -> the user's PTKB ranked by MiniLM (top 2) -> BM25 top 20 -> the top 2 passages and 2 statements
 PTKB_CONFIG = """
@@ -98,8 +99,71 @@ def test_2026_messages_personalize_and_cite_the_top_10(demo_topics, demo_index, 
                                                                                   {"user_meta": 12})
     assert manifest["dump"]["matches_local"] is True  # user_id in the rows' metadata, as the server's
     qids = {line.split()[0] for line in outcome.trec_file.read_text().splitlines()}
-    assert qids == {f"{q}@user-{q.rpartition('_')[0]}" for q in demo_topics.qids}  # one user each here
+    assert qids == {f"user-{q.rpartition('_')[0]}/{q}" for q in demo_topics.qids}  # one user each here
     assert json.loads((tmp_path / "out" / "state.json").read_text())["rules"] == 2026
+
+
+def test_the_2026_simulator_four_user_types_each_personalized(demo_dir, demo_topics, demo_index, ptkb_config,
+                                                              tmp_path):
+    """`ikatkit simulate --user-types u1=clean u2=typos u3=terse+impatient u4=cooperative` plays both demo topics
+    with each type; the driver answers every (user, topic) session with statements of the PTKB that user's message
+    carried, at most 10 citations a turn, one turn file per (user, topic, turn)."""
+    import httpx2 as httpx
+
+    from ikatkit.simulate.plan import user_id
+    from test_simulate_cli import AUTH, local_simulator, simulate_args
+
+    sim = local_simulator(simulate_args(demo_dir))
+    with serve(sim) as url:
+        outcome = run_interactive(ptkb_config, url, "four", tmp_path / "out", index=demo_index, progress=False)
+        status = httpx.get(f"{url}/run/status", params={"run_id": "four"}, headers=AUTH).json()
+    users = [user_id(u) for u in ("u1", "u2", "u3", "u4")]
+    pairs = [{"user_id": u, "topic_id": t} for t in ("demo-1", "demo-2") for u in users]
+    assert status == {"status": "complete", "open_user_topic_pairs": [], "done_user_topic_pairs": pairs}
+    rows = read_dump(outcome.dump_file)
+    keys = [(r["metadata"]["user_id"], r["metadata"]["topic_id"]) for r in rows]
+    assert len(turn_files(tmp_path / "out")) == len(rows) == len(set(keys))  # no turn file overwritten
+    sessions: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        sessions.setdefault((row["metadata"]["user_id"], row["metadata"]["topic_id"].rsplit("_", 1)[0]),
+                            []).append(row["responses"][0])
+    assert sorted(sessions) == sorted((p["user_id"], p["topic_id"]) for p in pairs)
+    assert all(s[-1]["assistant_text"] is None and all(r["assistant_text"] for r in s[:-1])
+               for s in sessions.values())  # every session answered to its farewell
+    answered = [r["responses"][0] for r in rows if r["responses"][0]["assistant_text"] is not None]
+    # rank_ptkb keeps 2 statements on every turn, each verbatim from the PTKB the simulator sends with the topic
+    turns = [t for t in turn_files(tmp_path / "out") if "sent" in t]
+    assert personalized(turns, demo_topics) == len(turns) == len(answered)
+    assert all(len(r["assistant_meta"]["ptkb_provenance"]) == 2 for r in answered)
+    assert [len(r["assistant_citations"]) for r in answered] == [10] * len(answered)  # 20 retrieved, top 10
+    assert outcome.manifest["ptkb_sources"] == {"user_meta": len(answered)} and outcome.turns == len(answered)
+    assert outcome.manifest["dump"]["matches_local"] is True  # the server's extra fields are not the system's
+    trec = {line.split()[0] for line in outcome.trec_file.read_text().splitlines()}
+    assert trec == {f"{r['metadata']['user_id']}/{r['metadata']['topic_id']}" for r in rows
+                    if r["responses"][0]["assistant_text"] is not None}
+
+
+def test_the_dump_matches_the_local_turns_on_what_the_system_sent():
+    """The server's dump has fields of its own (the user's meta, rubric and score); the comparison with the local
+    turn files is on what the system sent per (user, topic, turn), so those fields never make it differ."""
+    from ikatkit.interactive.driver import what_was_sent
+
+    def row(user: str, qid: str, text: str | None, **server: object) -> dict:
+        return {"metadata": {"run_id": "r", "user_id": user, "topic_id": qid},
+                "responses": [{"rank": 1, "user_utterance": "q", "assistant_text": text,
+                               "assistant_citations": {"p:1": 1.0}, "assistant_meta": {"ptkb_provenance": []},
+                               **server}]}
+    local = [row("u1", "t_1", "A."), row("u1", "t_2", None), row("u2", "t_1", "B.")]
+    server = [row("u1", "t_1", "A.", user_meta={"ptkb": ["x"]}, user_rubrik="Why?", user_rubrik_score=4),
+              row("u1", "t_2", None, user_meta={}, user_rubrik=None, user_rubrik_score=None),
+              row("u2", "t_1", "B.", user_meta={"ptkb": ["x"]}, user_rubrik="Why?", user_rubrik_score=2)]
+    assert what_was_sent(server) == what_was_sent(local)
+    assert what_was_sent(server[::-1]) == what_was_sent(local)  # the order of the rows is not what was sent
+    other_user = [row("u1", "t_1", "A."), row("u1", "t_2", None), row("u3", "t_1", "B.")]
+    other_text = [row("u1", "t_1", "A."), row("u1", "t_2", None), row("u2", "t_1", "C.")]
+    assert what_was_sent(server) != what_was_sent(other_user)
+    assert what_was_sent(server) != what_was_sent(other_text)
+    assert what_was_sent(server) != what_was_sent(server[:2])
 
 
 def test_citations_above_the_rules_are_refused(demo_topics, demo_index, tmp_path):
@@ -143,7 +207,7 @@ def test_two_users_on_one_topic_keep_their_own_turns(demo_topics, demo_index, tm
     assert outcome.manifest["dump"]["matches_local"] is True
     assert (outcome.manifest["sessions"], outcome.manifest["users"], outcome.manifest["conversations"]) == (2, 2, 1)
     trec = [line.split() for line in outcome.trec_file.read_text().splitlines()]
-    assert {q for q, *_ in trec} == {f"demo-1_{n}@{u}" for u in ("alice", "bob") for n in range(1, 7)}
+    assert {q for q, *_ in trec} == {f"{u}/demo-1_{n}" for u in ("alice", "bob") for n in range(1, 7)}
 
 
 def test_a_turn_that_retrieves_nothing_is_counted(demo_dir, demo_index, tmp_path):

@@ -438,16 +438,16 @@ def test_2026_users_and_ikatkit_notes(tmp_path):
     out = tmp_path / "view"
     code, _, err = _cli(["view", str(folder / "r26.jsonl"), "--out", str(out)])
     assert code == 0, err
-    assert sorted(p.name for p in (out / "c").iterdir()) == ["1-1_u1.html", "1-1_u2.html"]
+    assert sorted(p.name for p in (out / "c").iterdir()) == ["u1_1-1.html", "u2_1-1.html"]
     pages = read_pages(out)
-    assert list(pages["1-1_u1"].turns) == ["1-1_1@u1", "1-1_2@u1"] and list(pages["1-1_u2"].turns) == ["1-1_1@u2"]
-    second = html.unescape("".join(pages["1-1_u1"].turns["1-1_2@u1"]["r26"]))
+    assert list(pages["u1_1-1"].turns) == ["u1/1-1_1", "u1/1-1_2"] and list(pages["u2_1-1"].turns) == ["u2/1-1_1"]
+    second = html.unescape("".join(pages["u1_1-1"].turns["u1/1-1_2"]["r26"]))
     assert "user u1:" in second and "u1 asks 1-1_2" in second and "the simulated user's score 5/5" in second
     assert "ikatkit: response cut at a sentence boundary to the API's 250 tokens" in second
     assert "ikatkit: rewrite: LLM output refused by its guard (empty rewrite)" in second
-    assert "ikatkit" not in "".join(pages["1-1_u1"].turns["1-1_1@u1"]["r26"])
-    page = html.unescape((out / "c" / "1-1_u1.html").read_text())
-    assert "r26: the simulated user left after 1-1_2@u1, saying \u201cu1 asks 1-1_3\u201d." in page
+    assert "ikatkit" not in "".join(pages["u1_1-1"].turns["u1/1-1_1"]["r26"])
+    page = html.unescape((out / "c" / "u1_1-1.html").read_text())
+    assert "r26: the simulated user left after u1/1-1_2, saying \u201cu1 asks 1-1_3\u201d." in page
     index = html.unescape((out / "index.html").read_text())
     assert "BM25 and a small LLM" in index
     assert "response cut at a sentence boundary to the API's 250 tokens \u00d71" in index

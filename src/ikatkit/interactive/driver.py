@@ -16,6 +16,7 @@ already computed. A completed run is reported, not restarted.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -35,6 +36,19 @@ from ikatkit.pipelines.session import Outcome, RunSession, to_run
 from ikatkit.pipelines.session.manifest import percentiles
 from ikatkit.pipelines.session.store import turn_unit
 from ikatkit.topics import Topics, load_topics
+
+def what_was_sent(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[tuple[Any, Any, Any]]]:
+    """What the system sent in a dump's rows, per (user, topic, turn) key (user "" on a 2025 dump): each
+    response's text, citations and meta; the server's own fields (``user_meta``, ``user_rubrik``, the run's
+    description) are not the system's, so a dump and the local turn files compare on this."""
+    sent: dict[tuple[str, str, str], list[tuple[Any, Any, Any]]] = {}
+    for row in rows:
+        meta = row.get("metadata") or {}
+        key = (str(meta.get("user_id") or ""), *str(meta.get("topic_id", "")).rpartition("_")[::2])
+        sent.setdefault(key, []).extend((r.get("assistant_text"), r.get("assistant_citations"),
+                                         r.get("assistant_meta")) for r in row.get("responses") or [])
+    return sent
+
 
 class InteractiveRun:
     """One run against one API, kept in ``session``'s folder; ``rules`` None: by what the server sends."""
@@ -170,7 +184,9 @@ class InteractiveRun:
         state = self.state
         if state.complete or not state.start_sent:
             return None
-        kept = sum("sent" in (self.store.load(turn_unit(*key)) or {}) for key in state.turns)
+        # the turn files, not state.turns: a kill between a turn's file and the state's save leaves a kept turn
+        # that the state does not list yet (the rerun reuses it all the same)
+        kept = sum("sent" in json.loads(path.read_text(encoding="utf-8")) for path in self.store.units())
         message = state.message or {}
         open_ = ("" if not message or message.get("last_response_of_session") else
                  f", session of user {message['user_id']} topic {message['topic_id']} open")
@@ -222,9 +238,7 @@ class InteractiveRun:
             rows, source, matches = local, "local (debug runs have no server dump)", None
         else:
             rows, source = self.client.dump(self.run_id), "server /run/dump"
-            strip = [[{k: v for k, v in r.items() if k != "user_meta"} for r in row["responses"]] for row in rows]
-            mine = [[{k: v for k, v in r.items() if k != "user_meta"} for r in row["responses"]] for row in local]
-            matches = strip == mine and [r["metadata"] for r in rows] == [r["metadata"] for r in local]
+            matches = what_was_sent(rows) == what_was_sent(local)
         dump_file = self.out / f"{self.run_id}.jsonl"
         with atomic_open(dump_file) as handle:
             jsonl.write(handle, rows)
@@ -235,7 +249,7 @@ class InteractiveRun:
         with_user = self.rules.edition >= 2026 or any(len(users) > 1 for users in users_per_topic.values())
         run = to_run(records, self.run_id, "automatic", self.rules.edition, self.state.team_id,
                      limit=self.k or self.rules.max_citations,
-                     turn_ids=[f"{t['qid']}@{t['user_id']}" if with_user else t["qid"] for t in answered])
+                     users=[t["user_id"] if with_user else None for t in answered])
         _, trec_file, valid = self.session.write_run(run, None, dump_file.name, self.topics)
         seconds: dict[str, float] = {}
         for turn in answered:

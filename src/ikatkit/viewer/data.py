@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.evaluate.qrels import Qrels
-from ikatkit.runs.model import Run, TurnResult
-from ikatkit.turn_pages import page_of, turn_number
+from ikatkit.runs.model import Run, TurnResult, user_turn_key
+from ikatkit.turn_pages import conversation_of, page_of, turn_number, user_of
 from ikatkit.topics import Topics
 
 TOP = 10  # passages of a ranking shown at once; the rest are folded into the page's JSON
@@ -46,8 +46,9 @@ class Judgements:
 
 @dataclass
 class RunData:
-    """One run as the viewer reads it: its turns by key (``qid`` or ``qid@user``), the user id and farewell per
-    conversation, ikatkit's notes, and its measures per turn and per conversation."""
+    """One run as the viewer reads it: its turns by key (:attr:`~ikatkit.runs.model.TurnResult.key`: ``qid``, or
+    ``user/qid``), the user id and farewell per conversation, ikatkit's notes, and its measures per turn and per
+    conversation."""
 
     name: str
     path: Path
@@ -69,7 +70,7 @@ def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:
 
     run = read_run(path, topics=topics)
     fmt, records = load_records(path)
-    rows = [entry for _, entry in records] if fmt in ("interactive", "2025-interactive") else []
+    rows = [entry for _, entry in records] if fmt in ("interactive", "2025-interactive", "2026-interactive") else []
     users: dict[str, str] = {}
     farewells: dict[str, tuple[str, str]] = {}
     keys: list[str] = []
@@ -79,7 +80,7 @@ def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:
         first = (row.get("responses") or [{}])[0]
         user = str(meta.get("user_id") or (first.get("user_meta") or {}).get("user_id") or "")
         qid = str(meta.get("topic_id", ""))
-        key = f"{qid}@{user}" if user else qid
+        key = user_turn_key(user or None, qid)
         text = first.get("assistant_text", first.get("text"))
         if text is None:  # the farewell: where the user left
             farewells[page_of(key)] = (last.get(page_of(key), ""), str(first.get("user_utterance") or ""))
@@ -89,7 +90,7 @@ def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:
         if user:
             users[key] = user
     turns = ({key: turn for key, turn in zip(keys, run.turns)} if rows and len(keys) == len(run.turns)
-             else {t.turn_id: t for t in run.turns})
+             else {t.key: t for t in run.turns})
     data = RunData(name, path, run, turns, users, farewells, run.description,
                    interactive=any(t.user is not None for t in run.turns))
     _read_folder(data)
@@ -117,7 +118,7 @@ def _read_folder(data: RunData) -> None:
         notes += [f"{stage}: LLM output refused by its guard ({why})" for stage, why in
                   (record.get("rejected") or {}).items()]
         if notes:
-            key = f"{record['qid']}@{record['user_id']}" if record.get("user_id") else str(record.get("qid"))
+            key = user_turn_key(record.get("user_id") or None, str(record.get("qid")))
             data.notes[key if key in data.turns else str(record.get("qid"))] = notes
 
 
@@ -130,7 +131,7 @@ def score_runs(runs: list[RunData], judgements: Judgements) -> list[str]:
     if judgements.qrels:
         columns += judgements.measures
         for data in runs:
-            ranking = {k: dict(t.ranking()) for k, t in data.turns.items() if "@" not in k}
+            ranking = {k: dict(t.ranking()) for k, t in data.turns.items() if not user_of(k)}
             try:
                 result = evaluate(ranking, judgements.qrels, judgements.measures)
             except IkatError:  # the run ranks nothing the qrels judge (an interactive run, closed-book): no values
@@ -143,13 +144,13 @@ def score_runs(runs: list[RunData], judgements: Judgements) -> list[str]:
             by_user: dict[str, dict[str, tuple[str | None, int | None]]] = {}
             for key, turn in data.turns.items():
                 if turn.user is not None:
-                    qid, _, user = key.partition("@")
+                    qid, user = conversation_of(key), user_of(key)
                     by_user.setdefault(user, {})[qid] = (turn.user.rubric, turn.user.rubric_score)
             for user, judged in by_user.items():
                 if not any(score is not None for _, score in judged.values()):
                     continue
                 for conversation, row in sim_rubric_scores(judged, judgements.rubrics)[0].items():
-                    page = f"{conversation}@{user}" if user else conversation
+                    page = user_turn_key(user or None, conversation)
                     data.per_page.setdefault(page, {}).update(
                         {"SimRubricScore": row["score"], "SimRubricCoverage": row["coverage"]})
                 columns += [c for c in ("SimRubricScore", "SimRubricCoverage") if c not in columns]
@@ -168,13 +169,13 @@ def pages(runs: list[RunData]) -> list[str]:
     from ikatkit.evaluate.plots import natural_key
 
     return sorted({page_of(k) for r in runs for k in r.turns} | {p for r in runs for p in r.farewells},
-                  key=natural_key)
+                  key=lambda page: (natural_key(conversation_of(page)), user_of(page)))
 
 
 def turn_keys(runs: list[RunData], page: str, topics: Topics | None) -> list[str]:
     """The turns of a page: those of the runs and, for offline runs, the topics' turns of that conversation."""
     keys = {k for r in runs for k in r.turns if page_of(k) == page}
-    if topics is not None and "@" not in page and not any(r.interactive for r in runs):
+    if topics is not None and not user_of(page) and not any(r.interactive for r in runs):
         try:
             keys |= {t.qid for t in topics.conversation(page).turns}
         except KeyError:  # a conversation the topics lack

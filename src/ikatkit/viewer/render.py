@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.atomic import write_text
-from ikatkit.turn_pages import page_file, page_of, turn_number, turn_url
+from ikatkit.turn_pages import conversation_of, page_file, page_of, turn_number, turn_url, user_of
 from ikatkit.viewer.data import (MARKER, RELEVANT, TOP, Judgements, RunData, cited, grade_of, pages, passages_of,
                                  score_runs, turn_keys)
 
@@ -78,8 +78,8 @@ def write_viewer(runs: list[RunData], judgements: Judgements, out: Path) -> Path
                                         for j, column in enumerate(t["columns"]) if column["rest"]})}
         write_text(out / page_file(page), env.get_template("conversation.html").render(**context))
         summaries.append({"page": page, "url": page_file(page), "title": context["title"],
-                          "user": page.partition("@")[2], "turns": [sum(page_of(k) == page for k in r.turns)
-                                                                    for r in runs],
+                          "user": user_of(page), "conversation": conversation_of(page),
+                          "turns": [sum(page_of(k) == page for k in r.turns) for r in runs],
                           "values": [[r.per_page.get(page, {}).get(c) for r in runs] for c in columns]})
     differ.sort(key=lambda d: -abs(d["delta"]))
     index = env.get_template("index.html").render(runs=runs, pages=summaries, columns=columns,
@@ -92,7 +92,7 @@ def _title(judgements: Judgements, page: str) -> str:
     if judgements.topics is None:
         return ""
     try:
-        return judgements.topics.conversation(page.partition("@")[0]).title
+        return judgements.topics.conversation(conversation_of(page)).title
     except KeyError:  # a conversation the topics lack
         return ""
 
@@ -110,7 +110,7 @@ def _ptkb(judgements: Judgements, page: str) -> list[tuple[str, str]]:
     if judgements.topics is None:
         return []
     try:
-        return list(judgements.topics.conversation(page.partition("@")[0]).ptkb.items())
+        return list(judgements.topics.conversation(conversation_of(page)).ptkb.items())
     except KeyError:  # a conversation the topics lack
         return []
 
@@ -124,9 +124,9 @@ def _ptkb_grade(qrels: Any, qid: str, key: str, index: int) -> int | None:
 
 
 def _turn(runs: list[RunData], key: str, judgements: Judgements, texts: dict[str, str], page: str) -> dict[str, Any]:
-    qid = key.partition("@")[0]
+    qid = conversation_of(key)
     topic_turn = None
-    if judgements.topics is not None and "@" not in key and not any(r.interactive for r in runs):
+    if judgements.topics is not None and not user_of(key) and not any(r.interactive for r in runs):
         try:
             topic_turn = judgements.topics.turn(qid)
         except KeyError:  # a turn the topics lack
@@ -181,7 +181,7 @@ def _labels(runs: list[RunData], judgements: Judgements, page: str, turn: int | 
     from ikatkit.evaluate.assessments import DIALOG_FORM
 
     out = []
-    conversation = page.partition("@")[0]
+    conversation = conversation_of(page)
     for data in runs:
         names = {data.name, data.run.run_name}
         found = []
