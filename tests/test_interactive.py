@@ -286,6 +286,7 @@ def test_token_missing_or_rejected(demo_topics, config, demo_index, monkeypatch,
     monkeypatch.delenv("IKAT_API_TOKEN", raising=False)
     with pytest.raises(IkatError, match="IKAT_API_TOKEN is not set.*fix: export IKAT_API_TOKEN"):
         run_interactive(config, "http://127.0.0.1:9", "r", tmp_path / "a", index=demo_index)
+    assert not (tmp_path / "a").exists()  # the config checked first, then the token; no folder left behind
     monkeypatch.setenv("IKAT_API_TOKEN", "wrong-token")
     with serve(sim_of(demo_topics)) as url:
         with pytest.raises(IkatError, match="refused the token \\(401: Token is invalid.\\)") as err:

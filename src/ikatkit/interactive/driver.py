@@ -290,9 +290,6 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
     messages carry ``user_meta``); ``k``: citations per turn, at most the rules' (None: the rules' maximum);
     ``topics``: the conversations' PTKB for a server whose messages carry none. ``cache_dir``: the cache root
     (:func:`ikatkit.paths.cache_at`)."""
-    token = os.environ.get("IKAT_API_TOKEN", "").strip()
-    if not token:
-        raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
     if rules is not None:
         interactive_rules(rules)  # one error for an edition without rules
     most = interactive_rules(rules).max_citations if rules is not None else max(
@@ -313,12 +310,15 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
     topics = load_topics(topics) if topics is not None and not isinstance(topics, Topics) else topics
     description = description or config.description or config.name
     extra = {"ikatkit_config": config.name, "track_persona": track_persona}
-    client = ApiClient(api, token, debug=debug, retries=retries, backoff=backoff, timeout=timeout)
-    try:
-        with RunSession(config, out, index=index, cache_dir=cache_dir, store="turns") as session:
+    with RunSession(config, out, index=index, cache_dir=cache_dir, store="turns") as session:  # the config first
+        token = os.environ.get("IKAT_API_TOKEN", "").strip()
+        if not token:
+            raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)
+        client = ApiClient(api, token, debug=debug, retries=retries, backoff=backoff, timeout=timeout)
+        try:
             return InteractiveRun(session, client, run_id, debug=debug, description=description, extra=extra, k=k,
                                   rules=rules, topics=topics, tries=retries, backoff=backoff,
                                   progress=progress).run()
-    finally:
-        client.close()
+        finally:
+            client.close()
 

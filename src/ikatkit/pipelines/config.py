@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from ikatkit.errors import IkatError
 from ikatkit.suggest import path_fix
 from ikatkit.pipelines.base import INITIAL_FIELDS, Placement, Stage
-from ikatkit.pipelines.options import check_options, fits
+from ikatkit.pipelines.options import TableView, check_options, fits
 from ikatkit.pipelines.registry import stage_class, stages
 from ikatkit.pipelines.resources import PARAMS, Resource, Where, build_resource, resource, stage_resources
 
@@ -28,7 +28,7 @@ TOP_LEVEL = {"name": str, "run_type": str, "description": str, "team_id": str, "
 
 
 @dataclass(frozen=True, eq=False)
-class StageSpec(Mapping[str, Any]):
+class StageSpec(TableView):
     """One checked ``[[stages]]`` table: its class, its options as written and the resource each resource
     parameter uses (``{"searcher": "bm25", "llm": None}``, None for one left unset). Read as a mapping it is the
     table as written (``spec["stage"]``, ``spec["k"]``, ``dict(spec)``)."""
@@ -48,15 +48,6 @@ class StageSpec(Mapping[str, Any]):
 
     def _table(self) -> dict[str, Any]:
         return {"stage": self.name, **self.options}
-
-    def __getitem__(self, key: str) -> Any:
-        return self._table()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self.options) + 1
 
 
 @dataclass(frozen=True)

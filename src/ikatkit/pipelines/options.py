@@ -5,10 +5,28 @@ from __future__ import annotations
 import inspect
 import types
 import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+
+
+class TableView(Mapping[str, Any]):
+    """A checked record read as the TOML table it was written as: ``_table()`` is that table (``[[stages]]``,
+    ``[resources.NAME]``)."""
+
+    def _table(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> Any:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
 def fits(value: Any, hint: Any) -> bool:

@@ -13,14 +13,14 @@ catalogue (:mod:`ikatkit.catalogue`) read these declarations, never a kind's nam
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import Stage
-from ikatkit.pipelines.options import check_options
+from ikatkit.pipelines.options import TableView, check_options
 from ikatkit.suggest import did_you_mean
 
 PARAMS = ("llm", "ranker", "searcher")  # the stage parameters a resource fills
@@ -66,7 +66,7 @@ class ResourceKind:
 
 
 @dataclass(frozen=True, eq=False)
-class Resource(Mapping[str, Any]):
+class Resource(TableView):
     """One checked ``[resources.NAME]`` table: its name, its kind and its options (without ``kind``). Read as a
     mapping it is the table as written (``resource["kind"]``, ``dict(resource)``)."""
 
@@ -94,15 +94,6 @@ class Resource(Mapping[str, Any]):
 
     def _table(self) -> dict[str, Any]:
         return {"kind": self.kind.name, **self.options}
-
-    def __getitem__(self, key: str) -> Any:
-        return self._table()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self.options) + 1
 
 
 def _need_model(options: dict[str, Any]) -> None:
