@@ -111,7 +111,7 @@ def _read_folder(data: RunData) -> None:
                            for stage, n in (manifest.get("guarded_llm_outputs") or {}).items()})
     records = [r for f in sorted((folder / "checkpoints").glob("batch-*.json"))
                for r in json.loads(f.read_text(encoding="utf-8")).get("records", [])]
-    records += [t["record"] for f in sorted((folder / "turns").glob("*.json"))
+    records += [t["record"] for f in sorted((folder / "turns").rglob("*.json"))  # turns/<user>/<topic>_<n>.json
                 if "record" in (t := json.loads(f.read_text(encoding="utf-8")))]
     for record in records:
         notes = [str(n) for n in record.get("notes") or []]

@@ -10,14 +10,14 @@ what happened (``notes``, ``guarded_llm_outputs``, ``resource_stats``, each stag
 
 from __future__ import annotations
 
-import json
 import platform
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ikatkit.errors import IkatError
+from ikatkit.runs.manifest import RunManifest, read_manifest
+
+__all__ = ["RunManifest", "read_manifest"]  # the reader lives with the run files (ikatkit.runs.manifest)
 
 VERSIONED = ("ikatkit", "pyserini", "torch", "transformers", "sentence-transformers", "ir-measures", "openai")
 COMMON = ("kind", "run_name", "turns", "turns_without_passages", "config", "config_file", "topics", "index",
@@ -35,41 +35,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return found
-
-
-@dataclass
-class RunManifest:
-    """A manifest as one reader sees it, whichever command wrote it: the common keys, the rest in ``details``."""
-
-    kind: str
-    run_name: str
-    turns: int
-    turns_without_passages: int
-    files: dict[str, str]
-    seconds_per_stage: dict[str, float]
-    seconds_per_turn: float
-    notes: dict[str, int]
-    valid: bool | None
-    versions: dict[str, str]
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self.details))
-
-
-def read_manifest(path: str | Path) -> RunManifest:
-    """The manifest at ``path`` (a file or a run folder) of a ``run`` or an ``interactive`` run."""
-    path = Path(path)
-    path = path / "manifest.json" if path.is_dir() else path
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return RunManifest(data["kind"], data["run_name"], int(data["turns"]), int(data["turns_without_passages"]),
-                           dict(data["files"]), dict(data["seconds_per_stage"]), float(data["seconds_per_turn"]),
-                           dict(data["notes"]), data["valid"], dict(data["versions"]), data)
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise IkatError(f"not a run manifest ({type(err).__name__}: {err})", path=path,
-                        fix="point at the manifest.json that `ikatkit run` or `ikatkit interactive` wrote "
-                            "(a manifest of an older ikatkit: rerun the command to rewrite it)") from None
 
 
 def common_part(*, kind: str, run_name: str, records: list[Any], config: Any, topics: str | None,
