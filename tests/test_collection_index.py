@@ -245,7 +245,7 @@ def test_parallel_build_keeps_counts_problems_and_sources_in_input_order(tmp_pat
         path.write_text(path.read_text() + "not json\n")
         files.append(path)
     manifest = build_index(files, tmp_path / "idx", threads=2)
-    assert manifest["counts"] == {"documents": 6, "passages": 6, "skipped": 3}
+    assert manifest["counts"] == {"documents": 3, "passages": 6, "skipped": 3}  # d0, d1, d2: two passages each
     assert manifest["skipped_examples"] == [f"{path}:3: invalid JSON (Expecting value)" for path in files]
     assert [s["path"] for s in manifest["sources"]] == [str(path) for path in files]
     assert manifest["sources"][2]["sha256"] == hashlib.sha256(files[2].read_bytes()).hexdigest()

@@ -37,8 +37,8 @@ def venv(tmp_path) -> Path:
     python.chmod(0o755)
     stamp = venv / ".setup"
     stamp.touch()
-    newest = max(os.stat(ROOT / name).st_mtime for name in ("Makefile", "pyproject.toml", "constraints.txt"))
-    os.utime(stamp, (newest, newest))  # as new as its inputs: up to date, and older than what make touches next
+    newest = max(os.stat(ROOT / name).st_mtime_ns for name in ("Makefile", "pyproject.toml", "constraints.txt"))
+    os.utime(stamp, ns=(newest, newest))  # as new as its inputs (to the nanosecond: a float rounds): up to date
     return venv
 
 

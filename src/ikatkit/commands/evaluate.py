@@ -92,7 +92,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         run = read_run(args.run, topics=topics)
         fmt = load_records(args.run)[0]
         qrels = load_qrels(args.qrels)
-        check_run_fits_ptkb_qrels(run, fmt, qrels)
+        check_run_fits_ptkb_qrels(run, fmt, qrels, topics.year if topics else None)
         rankings: Run | dict[str, dict[str, float]] = run
         if fmt == "dict":  # {qid: {ptkb_key: score}}: the keys are PTKB keys
             rankings = {t.turn_id: dict(t.ranking()) for t in run.turns}
@@ -193,7 +193,7 @@ def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
     run = read_run(args.run, topics=topics)
     fmt = load_records(args.run)[0]
     qrels = load_qrels(args.qrels)
-    check_run_fits_ptkb_qrels(run, fmt, qrels)
+    check_run_fits_ptkb_qrels(run, fmt, qrels, topics.year if topics else None)
     listed = fmt in ("dict", "trec")  # PTKB keys ranked or listed per turn: each one is cited
     cited = {t.turn_id: dict(t.ranking()) for t in run.turns} if listed else run
     result = classify_ptkb(cited, qrels, args.rel, topics, args.missing)

@@ -54,22 +54,24 @@ def ptkb_qrels_keys(qrels: Qrels) -> Qrels:
     return keyed
 
 
-def check_run_fits_ptkb_qrels(run: Run, fmt: str, qrels: Qrels) -> None:
+def check_run_fits_ptkb_qrels(run: Run, fmt: str, qrels: Qrels, topics_year: int | None = None) -> None:
     """One error where ``run`` (read as format ``fmt``) cannot be scored against these PTKB qrels: an interactive
-    run (its turn ids are the simulated user's turns, not the offline turns the qrels judge), or an official run of
-    another year than the qrels (2025 qrels name statements ``ptkb-<conversation>-<i>``, 2023/2024 ones by key)."""
+    run (its turn ids are the simulated user's turns, not the offline turns the qrels judge), or a run of another
+    year than the qrels (2025 qrels name statements ``ptkb-<conversation>-<i>``, 2023/2024 ones by key). The year
+    is the topics' (``topics_year``: a run may answer 2023 topics in the 2025 format), else the format's."""
     if fmt in ("interactive", "2025-interactive") or any(t.user is not None for t in run.turns):
         raise IkatError(f"run {run.run_name!r} is interactive: its turn ids are the simulated user's turns, not "
                         "the offline turns these PTKB qrels judge", where="eval-ptkb",
                         fix="score an offline run against PTKB qrels; an interactive run is scored by its rubrics: "
                             "ikatkit eval-responses RUN --rubrics rubrics.json")
     keys = sorted({key for judged in qrels.values() for key in judged})
-    if not keys or fmt not in ("2023", "2024", "2025"):
+    year = str(topics_year) if topics_year else fmt
+    if not keys or year not in ("2023", "2024", "2025"):
         return  # a TREC run or {qid: {key: score}} says no year
-    if fmt != "2025" and all(QREL_KEY.match(key) for key in keys):
-        raise IkatError(f"these are 2025 PTKB qrels (statement ids such as {keys[0]!r}) and the run is a {fmt} run",
-                        where="--qrels", fix=f"pass the PTKB qrels of {fmt} (e.g. 2023 ptkb_qrels.nist.txt)")
-    if fmt == "2025" and all(key.isdigit() for key in keys):
+    if year != "2025" and all(QREL_KEY.match(key) for key in keys):
+        raise IkatError(f"these are 2025 PTKB qrels (statement ids such as {keys[0]!r}) and the run is a {year} run",
+                        where="--qrels", fix=f"pass the PTKB qrels of {year} (e.g. 2023 ptkb_qrels.nist.txt)")
+    if year == "2025" and all(key.isdigit() for key in keys):
         raise IkatError(f"these are 2023/2024 PTKB qrels (statement keys such as {keys[0]!r}) and the run is a "
                         "2025 run", where="--qrels",
                         fix="pass the 2025 PTKB qrels (qrels-ptkb-nist.trec, ids ptkb-<conversation>-<i>)")
