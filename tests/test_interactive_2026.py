@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ikatkit.errors import IkatError
+
 from api2026 import As2026, several_users
 from ikatkit.interactive.client import has_pair, status_pairs
 from ikatkit.interactive.driver import run_interactive
@@ -252,3 +254,15 @@ def test_status_pairs_in_every_published_shape():
 def test_safe_names_stay_in_their_folder():
     assert [safe_name(s) for s in ("user-1_a", "..", "a/b", "", "é")] == [
         "user-1_a", "%2E%2E", "a%2Fb", "%", "%C3%A9"]
+
+
+def test_a_user_meta_ptkb_that_is_no_list_is_one_clear_error():
+    """The message's PTKB: a list keyed by position, a mapping kept, none for a 2025 server; a string (read letter by
+    letter otherwise) is refused naming the message."""
+    from ikatkit.interactive.answer import message_ptkb
+
+    message = {"user_id": "u1", "topic_id": "9-1", "user_meta": {"ptkb": ["I run.", "I am vegan."]}}
+    assert message_ptkb(message) == {"1": "I run.", "2": "I am vegan."}
+    assert message_ptkb({**message, "user_meta": {}}) is None
+    with pytest.raises(IkatError, match="message of user u1 topic 9-1: .*user_meta.ptkb is str, not a list"):
+        message_ptkb({**message, "user_meta": {"ptkb": "I run."}})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ikatkit.errors import IkatError
 from ikatkit.pipelines.config import RunConfig, with_stages
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.runs.model import strictly_decreasing
@@ -41,6 +42,10 @@ def message_ptkb(message: dict[str, Any]) -> dict[str, str] | None:
         return None
     if isinstance(statements, dict):
         return {str(key): str(text) for key, text in statements.items()}
+    if not isinstance(statements, list):  # a string would be read letter by letter
+        raise IkatError(f"the server's user_meta.ptkb is {type(statements).__name__}, not a list of statements",
+                        where=f"message of user {message.get('user_id')} topic {message.get('topic_id')}",
+                        fix="check --api points at the iKAT simulation API; report the message to the organizers")
     return {str(n): str(text) for n, text in enumerate(statements, start=1)}
 
 
