@@ -29,14 +29,24 @@ from common import interleaved, machine_busy_s  # noqa: E402
 from realistic import Generator  # noqa: E402
 
 
+def link_or_copy(source: str, target: str) -> None:
+    """A hard link of ``source`` at ``target``; a copy where the file system has none."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def merged_copy(index: Path, out: Path) -> Path:
-    """``out``: a copy of the Lucene ``index`` merged into one segment (made once; a half-made one is redone)."""
+    """``out``: a copy of the Lucene ``index`` merged into one segment (made once; a half-made one is redone). The
+    copy hard-links the files (Lucene writes a file once and never changes it; the merge writes new files and unlinks
+    the copy's names only), so it needs the disk of the merged segment alone: 19 GB at 10M, not 38."""
     from ikatkit.java import autoclass
 
     if (out / "merged.done").exists():
         return out
     shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(index, out, ignore=shutil.ignore_patterns("write.lock"))
+    shutil.copytree(index, out, ignore=shutil.ignore_patterns("write.lock"), copy_function=link_or_copy)
     directory = autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(out)).toPath())
     config = autoclass("org.apache.lucene.index.IndexWriterConfig")()
     config.setOpenMode(autoclass("org.apache.lucene.index.IndexWriterConfig$OpenMode").APPEND)
