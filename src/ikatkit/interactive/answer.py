@@ -81,13 +81,14 @@ class Answerer:
     def __init__(self, session: RunSession, topics: Topics | None, k: int | None, progress: bool) -> None:
         self.session, self.topics, self.k, self.progress = session, topics, k, progress
         self.warned = False
+        self.known = {c.id for c in topics.conversations} if topics is not None else set()
 
     def ptkb(self, message: dict[str, Any]) -> tuple[dict[str, str], str]:
         """The turn's PTKB and where it came from: the message, ``--topics``, or nowhere (said once)."""
         given = message_ptkb(message)
         if given is not None:
             return given, "user_meta"
-        if self.topics is not None and message["topic_id"] in {c.id for c in self.topics.conversations}:
+        if self.topics is not None and message["topic_id"] in self.known:
             return dict(self.topics.conversation(message["topic_id"]).ptkb), "topics"
         if self.progress and not self.warned and any(n in PTKB_STAGES for n in self.session.config.names()):
             print("warning: the server sends no user_meta.ptkb (a 2025 server) and "
