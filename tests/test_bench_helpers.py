@@ -4,6 +4,7 @@ measured with)."""
 
 from __future__ import annotations
 
+import math
 import sys
 import tomllib
 from pathlib import Path
@@ -14,6 +15,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_interactive import with_threads  # noqa: E402
 from bench_scale import disk_check, merge  # noqa: E402
 from common import interleaved  # noqa: E402
+from parallel_fit import amdahl, fit, power_law  # noqa: E402
 from robustness_llm import served  # noqa: E402
 
 
@@ -80,3 +82,13 @@ def test_the_interactive_bench_puts_its_bm25_threads_into_a_config():
     assert tomllib.loads(with_threads(text, 2))["resources"]["bm25"] == {"kind": "bm25", "threads": 2, "k1": 0.9,
                                                                          "b": 0.4}
     assert with_threads(text, 0) == text
+
+
+def test_the_parallel_fit_recovers_a_power_law_and_amdahls_serial_fraction():
+    a, b = power_law([1_000, 100_000], [2.0, 2.0 * 100 ** 0.5])  # ms = a * n ** 0.5: a = 2 / sqrt(1000)
+    assert (round(a, 6), round(b, 6)) == (round(2 / 1000 ** 0.5, 6), 0.5)
+    assert amdahl(0.2, 16) == 1 / (0.2 + 0.8 / 16)  # 4.0x: a fifth of the time stays on one thread
+    found = fit({1_000: {"ms_1_thread": 2.0, "speedup_2": 2 / 1.5}, 1_000_000: {"ms_1_thread": 20.0, "speedup_2": 1.6}})
+    assert [found["sizes"][n]["serial_fraction"] for n in (1_000, 1_000_000)] == [0.5, 0.25]  # 2 / speed-up - 1
+    assert found["serial_fraction"]["exponent"] == round(math.log(0.5) / math.log(1000), 3)  # halved in 3 decades
+    assert found["ms_1_thread"]["exponent"] == round(1 / 3, 3)
