@@ -64,6 +64,42 @@ def test_relative_links_point_to_existing_files():
     assert not broken, broken
 
 
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of ``page``'s headings (code blocks skipped; a repeated heading gets -1, -2 ...)."""
+    seen: dict[str, int] = {}
+    found = set()
+    code = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            code = not code
+        heading = None if code else re.match(r"#{1,6} (.+)", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-")
+            found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_anchors_are_githubs(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# One query on every core (issue 53)\n```sh\n# a comment\n```\n## `ikatkit eval-matcher`\n"
+                    "## Results\n### Results\n", encoding="utf-8")
+    assert anchors(page) == {"one-query-on-every-core-issue-53", "ikatkit-eval-matcher", "results", "results-1"}
+
+
+def test_anchors_of_relative_links_exist():
+    broken = []
+    for page in PAGES:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            path, _, fragment = target.partition("#")
+            if not fragment or re.match(r"[a-z]+:", path):
+                continue
+            resolved = (page.parent / path).resolve() if path else page
+            if resolved.suffix == ".md" and fragment not in anchors(resolved):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, broken
+
+
 def test_readme_is_short_and_the_index_links_every_page():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 150
