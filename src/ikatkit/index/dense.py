@@ -146,9 +146,10 @@ def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: in
     import ray.data
 
     ray.data.DataContext.get_current().enable_progress_bars = False
-    # Shards are read by tasks that take no CPU: the encoders hold every CPU (read_parquet's file listing would wait)
+    # Shards are read by tasks that take no CPU (the encoders hold every CPU: read_parquet's file listing would wait),
+    # one at a time: tasks of no CPU are otherwise started a worker process each (47 processes for 40 shards)
     dataset = ray.data.from_items([{"path": str(texts / f"{n:05d}.parquet")} for n in pending])
-    dataset = dataset.map_batches(_read_shards, batch_size=1, batch_format="numpy", num_cpus=0)
+    dataset = dataset.map_batches(_read_shards, batch_size=1, batch_format="numpy", num_cpus=0, concurrency=1)
     dataset = dataset.map_batches(_EncodeBatches, fn_constructor_kwargs=dict(encoder, threads=threads),
                                   batch_size=ROWS_PER_CALL, batch_format="numpy",
                                   compute=ray.data.ActorPoolStrategy(size=workers),
