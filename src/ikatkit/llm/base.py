@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,8 @@ class LLM:
     Outputs are cached on disk under a key of everything that determines them (backend, model, adapter,
     ``identity()``, messages, generation parameters, sample index); ``stats`` counts hits, misses, tokens,
     generation seconds and parse fallbacks. Subclasses implement ``_generate(batch, params)`` returning
-    ``[(text, prompt_tokens, completion_tokens)]``; when sampling they get ``seeds=`` too, one per row.
+    ``(text, prompt_tokens, completion_tokens)`` per row in order, best as an iterator (each row is cached as it
+    comes, so a stop mid-batch keeps the rows done); when sampling they get ``seeds=`` too, one per row.
     """
 
     backend = "base"
@@ -76,8 +78,9 @@ class LLM:
                          messages=messages, params=params, sample=sample)
 
     def _generate(self, batch: list[Messages], params: dict[str, Any],
-                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
-        """(text, prompt tokens, completion tokens) per conversation; ``seeds``, one per row, when sampling."""
+                  seeds: list[int] | None = None) -> Iterable[tuple[str, int, int]]:
+        """(text, prompt tokens, completion tokens) per conversation, in order; ``seeds``, one per row, when
+        sampling. An iterator's rows are cached as they come."""
         raise NotImplementedError
 
     def chat(self, batch: list[Messages], **overrides: Any) -> list[str]:
@@ -115,14 +118,16 @@ class LLM:
             prompts = [batch[rows[r][0]] for r in todo]
             generated = (self._generate(prompts, params, seeds=[int(keys[r][:7], 16) for r in todo]) if sampling
                          else self._generate(prompts, params))
-            self.stats["generate_seconds"] += time.perf_counter() - start
-            for r, (text, prompt_tokens, completion_tokens) in zip(todo, generated):
-                text = outputs[r] = cut_at_stop(text, params.get("stop", ()))
-                self.stats["prompt_tokens"] += prompt_tokens
-                self.stats["completion_tokens"] += completion_tokens
-                if self.cache:
-                    self.cache.put(keys[r], {"text": text, "prompt_tokens": prompt_tokens,
-                                             "completion_tokens": completion_tokens})
+            try:  # each output is cached as it comes: a stop mid-batch keeps those, and the rerun asks the rest
+                for r, (text, prompt_tokens, completion_tokens) in zip(todo, generated, strict=True):
+                    text = outputs[r] = cut_at_stop(text, params.get("stop", ()))
+                    self.stats["prompt_tokens"] += prompt_tokens
+                    self.stats["completion_tokens"] += completion_tokens
+                    if self.cache:
+                        self.cache.put(keys[r], {"text": text, "prompt_tokens": prompt_tokens,
+                                                 "completion_tokens": completion_tokens})
+            finally:
+                self.stats["generate_seconds"] += time.perf_counter() - start
         return [[outputs[b * n + i] for i in range(n)] for b in range(len(batch))]
 
     def count_fallback(self, what: str = "empty LLM output: raw utterance used") -> None:

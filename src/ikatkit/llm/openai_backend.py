@@ -9,6 +9,7 @@ request by ``timeout``; authentication and unknown-model errors stop at once wit
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
@@ -84,11 +85,12 @@ class OpenAILLM(LLM):
                 usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
 
     def _generate(self, batch: list[Messages], params: dict[str, Any],
-                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
-        """The rows concurrently (``max_concurrency`` requests at a time), one request per row."""
+                  seeds: list[int] | None = None) -> Iterator[tuple[str, int, int]]:
+        """The rows concurrently (``max_concurrency`` requests at a time), one request per row, yielded in order
+        as they finish."""
         row_seeds = seeds if seeds is not None else [None] * len(batch)
         pool = ThreadPoolExecutor(max_workers=self.max_concurrency)
         try:
-            return list(pool.map(lambda row: self._one(row[0], params, row[1]), zip(batch, row_seeds)))
-        finally:  # on a stop (ikatkit.stopping), the queued requests are dropped, not waited for
-            pool.shutdown(cancel_futures=True)
+            yield from pool.map(lambda row: self._one(row[0], params, row[1]), zip(batch, row_seeds))
+        finally:  # on a stop (ikatkit.stopping), the queued requests are dropped and those under way not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
