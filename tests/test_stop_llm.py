@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,21 +24,57 @@ from ikatkit.cli import main
 from stops import start, stop_when
 
 RUN = "infosense_llama_pssgqrs_wghtdrerank_1_run"  # a 2024 automatic run with short responses
-TURNS = ["0_2", "0_8"]  # two turns of it, three gold nuggets each: six (response, nugget) prompts
+TURNS = ["0_8"]  # a turn of it with its three gold nuggets: three (response, nugget) prompts, one batch
 FORMS = IKAT_DATA / "2025-released" / "guidelines"
 ASSESSMENTS = Path(__file__).parent / "data" / "nist-assessments" / "topic1-1.final"
 
 
+ANSWERED: list[str] = []  # the requests the llama.cpp server has answered (through the relay), in order
+
+
+class Relay(BaseHTTPRequestHandler):
+    """Passes each request on to the llama.cpp server at ``upstream`` and counts its answers in ``ANSWERED``: the
+    test sees how far the server had got when the command cached its first output."""
+
+    upstream = ""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = urllib.request.Request(self.upstream + self.path, body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as reply:
+                status, data = reply.status, reply.read()
+        except urllib.error.HTTPError as err:
+            status, data = err.code, err.read()
+        ANSWERED.append(self.path)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @pytest.fixture(scope="module")
 def llm_config(tmp_path_factory) -> Path:
-    """A judge config of SmolLM2 on a llama.cpp server on loopback (for the module's tests)."""
+    """A judge config of SmolLM2 on a llama.cpp server on loopback, asked through the counting relay."""
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is installed by `make setup-test`")
     from ikatkit.llm.server import llama_cpp_server
 
     with llama_cpp_server("bundled:smollm2", n_threads=1, ready_timeout=90) as url:
+        Relay.upstream = url.removesuffix("/v1")
+        relay = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+        threading.Thread(target=relay.serve_forever, daemon=True).start()
         path = tmp_path_factory.mktemp("llm") / "judge.toml"
-        path.write_text(f'[llm]\nbackend = "openai"\nmodel = "smollm2"\nbase_url = "{url}"\n', encoding="utf-8")
-        yield path
+        path.write_text(f'[llm]\nbackend = "openai"\nmodel = "smollm2"\n'
+                        f'base_url = "http://127.0.0.1:{relay.server_address[1]}/v1"\n', encoding="utf-8")
+        try:
+            yield path
+        finally:
+            relay.shutdown()
+            relay.server_close()
 
 
 def outputs(cache: Path) -> dict[str, int]:
@@ -42,11 +82,21 @@ def outputs(cache: Path) -> dict[str, int]:
     return {str(p.relative_to(cache)): p.stat().st_mtime_ns for p in (cache / "llm").rglob("*.json")}
 
 
-def stopped_and_resumed(args: list[str], cache: Path, signum: int, log: Path) -> dict[str, int]:
-    """Stop ``ikatkit ARGS`` (its ``--cache`` is ``cache``) once it has cached an LLM output; check that some, not
-    all, were kept; resume it in this process; the outputs kept before the stop."""
-    stop_when(start(args, log), lambda: bool(outputs(cache)), signum, args, log)
+def stopped_and_resumed(args: list[str], cache: Path, signum: int, log: Path, prompts: int) -> dict[str, int]:
+    """Stop ``ikatkit ARGS`` (its ``--cache`` is ``cache``, its one batch ``prompts`` long) once it has cached an
+    LLM output, while the server still had prompts of the batch to answer (an output is kept as soon as it comes,
+    not when the batch is done); resume it in this process; the outputs kept before the stop."""
+    before, answered = len(ANSWERED), []
+
+    def first_output() -> bool:
+        if not outputs(cache):
+            return False
+        answered.append(len(ANSWERED) - before)
+        return True
+
+    stop_when(start(args, log), first_output, signum, args, log)
     kept = outputs(cache)
+    assert 0 < len(kept) < prompts and answered[0] < prompts  # stopped mid-way, mid-batch
     assert not list(log.parent.rglob("*.lock")) and not list(log.parent.rglob("*.tmp"))
     assert main(args) == 0  # the resume line's command
     return kept
@@ -65,12 +115,11 @@ def test_a_stopped_eval_responses_keeps_the_llm_labels_and_resumes(llm_config, n
                 "--format", "json", "--cache", str(tmp_path / name / "cache"), "--out", str(tmp_path / name / "out")]
 
     assert main(args("whole")) == 0
-    assert len(outputs(tmp_path / "whole" / "cache")) == 6
+    assert len(outputs(tmp_path / "whole" / "cache")) == 3
     kept = stopped_and_resumed(args("stopped"), tmp_path / "stopped" / "cache", signal.SIGINT,
-                               tmp_path / "stopped.txt")
-    assert 0 < len(kept) < 6  # stopped mid-way
+                               tmp_path / "stopped.txt", 3)
     now = outputs(tmp_path / "stopped" / "cache")
-    assert len(now) == 6 and {name: now[name] for name in kept} == kept  # only the rest asked, none again
+    assert len(now) == 3 and {name: now[name] for name in kept} == kept  # only the rest asked, none again
     whole = json.loads((tmp_path / "whole" / "out").read_text())
     assert json.loads((tmp_path / "stopped" / "out").read_text()) == whole
     assert sorted(whole[RUN]["per_query"]) == TURNS
@@ -90,8 +139,7 @@ def test_a_stopped_eval_dialogues_keeps_the_judge_labels_and_resumes(llm_config,
     whole = json.loads((tmp_path / "whole" / "report.json").read_text())
     assert (whole["units"], whole["llm"]["misses"]) == (1, 3)
     kept = stopped_and_resumed(args("stopped"), tmp_path / "stopped" / "cache", signal.SIGTERM,
-                               tmp_path / "stopped.txt")
-    assert 0 < len(kept) < 3
+                               tmp_path / "stopped.txt", 3)
     report = json.loads((tmp_path / "stopped" / "report.json").read_text())
     assert (report["llm"]["hits"], report["llm"]["misses"]) == (len(kept), 3 - len(kept))  # only the rest asked
     assert len(outputs(tmp_path / "stopped" / "cache")) == 3
