@@ -169,7 +169,7 @@ def tiny_model(tmp_path_factory) -> Path:
     return folder
 
 
-def test_a_stopped_finetune_goes_on_from_its_checkpoint(ikat2023, tiny_model, tmp_path):
+def test_a_stopped_finetune_goes_on_from_its_checkpoint(ikat2023, tiny_model, tmp_path, capsys):
     """LoRA training on the 2023 training rewrites, a checkpoint every step: the group's SIGINT mid-way keeps the
     last checkpoint, and the resume line's command goes on from its step to the adapter (weights and losses) an
     uninterrupted training writes."""
@@ -191,6 +191,10 @@ def test_a_stopped_finetune_goes_on_from_its_checkpoint(ikat2023, tiny_model, tm
     state = torch.load(saved, weights_only=True)
     assert 0 < state["step"] < 5 and not out.exists()  # stopped mid-way, no adapter yet
     assert not list(tmp_path.glob(".*.lock")) and not list(tmp_path.glob(".*.tmp"))
+    other = args("stopped")
+    other[other.index("--lr") + 1] = "1e-3"
+    assert main(other) == 2 and saved.exists()  # a checkpoint of other settings is refused, and kept
+    assert "the training checkpoint belongs to another settings" in capsys.readouterr().err
     assert main(args("stopped")) == 0  # the resume line's command
     resumed = json.loads((out / "training.json").read_text())
     assert resumed["resumed_from"] == state["step"] and resumed["losses"][:state["step"]] == state["losses"]
