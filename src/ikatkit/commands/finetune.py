@@ -20,6 +20,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     for name in ("model", "steps", "batch_size", "micro_batch", "lr", "r", "alpha", "dropout", "max_length", "seed"):
         value = getattr(defaults, name)
         t.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value, help=f"default {value}")
+    t.add_argument("--checkpoint-every", type=int, default=10,
+                   help="save a checkpoint every N steps (beside --out), from which a stopped training goes on when "
+                        "run again (default %(default)s)")
+    t.add_argument("--restart", action="store_true", help="discard the checkpoint beside --out and start over")
     e = fsub.add_parser("eval", help="ROUGE-L and exact match of LLM rewrites against resolved utterances")
     e.add_argument("--topics", required=True)
     e.add_argument("--model", default="bundled:smollm2")
@@ -49,7 +53,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         if args.task in ("response", "both"):
             examples += response_examples(topics, passage_texts(args.passages))
         settings = TrainSettings(**{k: getattr(args, k) for k in TrainSettings.__dataclass_fields__})
-        train_lora(examples, args.out, settings)
+        train_lora(examples, args.out, settings, checkpoint_every=args.checkpoint_every, restart=args.restart)
         return 0
 
     p.set_defaults(func=run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,11 @@ class LLM:
 
     Outputs are cached on disk under a key of everything that determines them (backend, model, adapter,
     ``identity()``, messages, generation parameters, sample index); ``stats`` counts hits, misses, tokens,
-    generation seconds and parse fallbacks. Subclasses implement ``_generate(batch, params)`` returning
-    ``[(text, prompt_tokens, completion_tokens)]``; when sampling they get ``seeds=`` too, one per row.
+    generation seconds and parse fallbacks. Each output is cached as it comes, so a stop mid-batch keeps the rows
+    done and the rerun asks only for the rest. Subclasses implement ``_generate(batch, params)`` returning
+    ``(text, prompt_tokens, completion_tokens)`` per row in order, best as an iterator; or, when rows finish out
+    of order (concurrent requests), ``_stream``, which yields each row's index with its result as it finishes.
+    When sampling they get ``seeds=`` too, one per row.
     """
 
     backend = "base"
@@ -76,9 +80,16 @@ class LLM:
                          messages=messages, params=params, sample=sample)
 
     def _generate(self, batch: list[Messages], params: dict[str, Any],
-                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
-        """(text, prompt tokens, completion tokens) per conversation; ``seeds``, one per row, when sampling."""
+                  seeds: list[int] | None = None) -> Iterable[tuple[str, int, int]]:
+        """(text, prompt tokens, completion tokens) per conversation, in order; ``seeds``, one per row, when
+        sampling."""
         raise NotImplementedError
+
+    def _stream(self, batch: list[Messages], params: dict[str, Any],
+                seeds: list[int] | None = None) -> Generator[tuple[int, tuple[str, int, int]], None, None]:
+        """(row, (text, prompt tokens, completion tokens)) as each row finishes: ``_generate``'s rows in order."""
+        yield from enumerate(self._generate(batch, params, seeds) if seeds is not None
+                             else self._generate(batch, params))
 
     def chat(self, batch: list[Messages], **overrides: Any) -> list[str]:
         """One reply per conversation; ``overrides`` (max_new_tokens, temperature, top_k, top_p, seed, stop) apply
@@ -113,16 +124,22 @@ class LLM:
         if todo:
             start = time.perf_counter()
             prompts = [batch[rows[r][0]] for r in todo]
-            generated = (self._generate(prompts, params, seeds=[int(keys[r][:7], 16) for r in todo]) if sampling
-                         else self._generate(prompts, params))
-            self.stats["generate_seconds"] += time.perf_counter() - start
-            for r, (text, prompt_tokens, completion_tokens) in zip(todo, generated):
-                text = outputs[r] = cut_at_stop(text, params.get("stop", ()))
-                self.stats["prompt_tokens"] += prompt_tokens
-                self.stats["completion_tokens"] += completion_tokens
-                if self.cache:
-                    self.cache.put(keys[r], {"text": text, "prompt_tokens": prompt_tokens,
-                                             "completion_tokens": completion_tokens})
+            generated = self._stream(prompts, params, [int(keys[r][:7], 16) for r in todo] if sampling else None)
+            try:  # each output is cached as it comes: a stop mid-batch keeps those, and the rerun asks the rest
+                for row, (text, prompt_tokens, completion_tokens) in generated:
+                    r = todo[row]
+                    text = outputs[r] = cut_at_stop(text, params.get("stop", ()))
+                    self.stats["prompt_tokens"] += prompt_tokens
+                    self.stats["completion_tokens"] += completion_tokens
+                    if self.cache:
+                        self.cache.put(keys[r], {"text": text, "prompt_tokens": prompt_tokens,
+                                                 "completion_tokens": completion_tokens})
+            finally:
+                generated.close()
+                self.stats["generate_seconds"] += time.perf_counter() - start
+            if len(outputs) < len(rows):
+                raise IkatError(f"the {self.backend} backend answered {len(outputs) - len(rows) + len(todo)} of "
+                                f"{len(todo)} prompts", where="LLM.sample", fix="report this as a bug of the backend")
         return [[outputs[b * n + i] for i in range(n)] for b in range(len(batch))]
 
     def count_fallback(self, what: str = "empty LLM output: raw utterance used") -> None:

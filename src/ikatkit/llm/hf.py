@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,12 +102,12 @@ class TransformersLLM(LLM):
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def _generate(self, batch: list[Messages], params: dict[str, Any],
-                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
+                  seeds: list[int] | None = None) -> Iterator[tuple[str, int, int]]:
+        """The rows ``batch_size`` at a time, each batch's rows yielded (and so cached) as it is done."""
         import torch
         from transformers import LogitsProcessorList
 
         greedy = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-        results: list[tuple[str, int, int]] = []
         for start in range(0, len(batch), self.batch_size):
             texts = [self.prompt_text(m) for m in batch[start: start + self.batch_size]]
             inputs = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -124,9 +124,7 @@ class TransformersLLM(LLM):
             for row, mask in zip(output, inputs["attention_mask"]):
                 new = row[width:]
                 new = new[new != self.tokenizer.pad_token_id]
-                results.append((self.tokenizer.decode(new, skip_special_tokens=True).strip(),
-                                int(mask.sum()), int(len(new))))
-        return results
+                yield (self.tokenizer.decode(new, skip_special_tokens=True).strip(), int(mask.sum()), int(len(new)))
 
 
 class SeededSampler:

@@ -9,7 +9,8 @@ request by ``timeout``; authentication and unknown-model errors stop at once wit
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 from urllib.parse import urlparse
 
@@ -83,12 +84,16 @@ class OpenAILLM(LLM):
         return ((reply.choices[0].message.content or "").strip(),
                 usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
 
-    def _generate(self, batch: list[Messages], params: dict[str, Any],
-                  seeds: list[int] | None = None) -> list[tuple[str, int, int]]:
-        """The rows concurrently (``max_concurrency`` requests at a time), one request per row."""
+    def _stream(self, batch: list[Messages], params: dict[str, Any],
+                seeds: list[int] | None = None) -> Generator[tuple[int, tuple[str, int, int]], None, None]:
+        """The rows concurrently (``max_concurrency`` requests at a time), one request per row, each yielded as
+        its request finishes."""
         row_seeds = seeds if seeds is not None else [None] * len(batch)
         pool = ThreadPoolExecutor(max_workers=self.max_concurrency)
         try:
-            return list(pool.map(lambda row: self._one(row[0], params, row[1]), zip(batch, row_seeds)))
-        finally:  # on a stop (ikatkit.stopping), the queued requests are dropped, not waited for
-            pool.shutdown(cancel_futures=True)
+            futures = {pool.submit(self._one, messages, params, seed): row
+                       for row, (messages, seed) in enumerate(zip(batch, row_seeds))}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        finally:  # on a stop (ikatkit.stopping), the queued requests are dropped and those under way not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
