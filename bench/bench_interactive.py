@@ -206,9 +206,8 @@ def main() -> None:
         finally:
             server.should_exit = True
             thread.join()
-        turns = [json.loads((outcome.out / "turns" / f"{r}.json").read_text()) for r in
-                 json.loads((outcome.out / "state.json").read_text())["turns"]]
-        turns = [t for t in turns if "sent" in t]
+        turns = [json.loads(path.read_text()) for path in sorted((outcome.run_file.parent / "turns").glob("*/*.json"))]
+        turns = [t for t in turns if "sent" in t]  # turns/<user>/<topic>_<n>.json, as the run's store writes them
         pipeline = [sum(t["seconds"].values()) for t in turns]
         http = [t["http_seconds"] for t in turns]
         stages: dict[str, list[float]] = {}

@@ -92,3 +92,22 @@ def test_the_parallel_fit_recovers_a_power_law_and_amdahls_serial_fraction():
     assert [found["sizes"][n]["serial_fraction"] for n in (1_000, 1_000_000)] == [0.5, 0.25]  # 2 / speed-up - 1
     assert found["serial_fraction"]["exponent"] == round(math.log(0.5) / math.log(1000), 3)  # halved in 3 decades
     assert found["ms_1_thread"]["exponent"] == round(1 / 3, 3)
+
+
+def test_the_interactive_bench_times_every_turn_of_a_replayed_conversation(ikat2023, passages_index, tmp_path,
+                                                                          monkeypatch, capsys):
+    """bench_interactive end to end on one 2023 conversation: a row of every turn's timings (it read the turns from
+    the run's store; a store laid out anew broke it once, unseen)."""
+    import json
+
+    import bench_interactive
+    from ikatkit.topics import load_topics
+
+    first = load_topics(ikat2023 / "test_topics.json").conversations[0]
+    monkeypatch.setenv("IKAT_API_TOKEN", "")  # restored after: the bench sets its own
+    monkeypatch.setattr(sys, "argv", ["bench_interactive.py", "--configs", "bm25", "--conversations", "1", "--data",
+                                      str(ikat2023), "--work", str(tmp_path), "--index", str(passages_index)])
+    bench_interactive.main()
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (row["config"], row["conversations"], row["turns"]) == ("bm25", 1, len(first.turns))
+    assert set(row["stages_p50"]) == {"raw_query", "retrieve", "respond"} and row["turn_p50"] > row["http_p50"] > 0
