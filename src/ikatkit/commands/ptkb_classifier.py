@@ -62,7 +62,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         print(f"trained on {on['turns']} turns of {on['conversations']} conversations ({on['relevant']} of "
               f"{on['statements']} statements relevant; data {on['fingerprint']}); threshold "
               f"{trained.threshold:.4f} -> {args.out}"
-              + (f" (fine-tuned model: {trained.finetuned['files']})" if trained.finetuned else ""))
+              + (f" (fine-tuned model: {args.out}.finetuned/)" if trained.finetuned else ""))
         return 0
 
     p.set_defaults(func=run)

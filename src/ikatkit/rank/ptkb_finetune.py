@@ -125,7 +125,7 @@ class FineTuned:
         import torch
 
         if self.architecture == "bi":
-            left, right = (self.model.tokenize([pair[side] for pair in pairs]) for side in (0, 1))
+            left, right = (self.model.preprocess([pair[side] for pair in pairs]) for side in (0, 1))
             a, b = (self.model(features)["sentence_embedding"] for features in (left, right))
             return torch.nn.functional.cosine_similarity(a, b)
         features = self.tokenizer([p[0] for p in pairs], [p[1] for p in pairs], padding=True, truncation=True,

@@ -137,8 +137,8 @@ class PtkbModel:
     """A trained model: the ranker it reads (``kind``, ``model``), its features, their standardisation (``mean``,
     ``scale``), the logistic weights, the probability threshold, and what it was trained on (``trained_on``, with
     the training data's ``fingerprint``). ``finetuned``: the fine-tuned MiniLM whose score is the ``finetuned``
-    feature (architecture, context, epochs; once saved, its folder beside the JSON file and the folder's digest),
-    ``scorer`` the loaded model."""
+    feature (architecture, context, epochs; once saved, the digest of its files in the folder :func:`files_of`
+    the JSON file), ``scorer`` the loaded model."""
 
     kind: str
     model: str
@@ -195,7 +195,7 @@ class PtkbModel:
         if self.finetuned is not None:
             folder = files_of(path)
             write_folder(folder, self.scorer.save)
-            saved = replace(self, finetuned={**self.finetuned, "files": folder.name, "digest": tree_digest(folder)})
+            saved = replace(self, finetuned={**self.finetuned, "digest": tree_digest(folder)})
         data = {f.name: getattr(saved, f.name) for f in fields(saved) if f.name != "scorer"}
         write_text(path, json.dumps({"format": FORMAT, **data}, indent=2) + "\n")
         return saved
@@ -220,7 +220,7 @@ class PtkbModel:
             finetuned = dict(data["finetuned"]) if data.get("finetuned") is not None else None
             if finetuned is not None:
                 finetuned = {**finetuned, "architecture": str(finetuned["architecture"]),
-                             "files": str(finetuned["files"]), "digest": str(finetuned["digest"])}
+                             "digest": str(finetuned["digest"])}
             model = cls(str(data["kind"]), str(data["model"]), tuple(str(f) for f in data["features"]), mean, scale,
                         coef, float(data["intercept"]), float(data["threshold"]), dict(data["trained_on"]), finetuned)
         except (KeyError, TypeError, ValueError) as err:
@@ -245,7 +245,7 @@ def _load_scorer(path: str | Path, finetuned: dict[str, Any], retrain: str) -> A
     from ikatkit.digest import tree_digest
     from ikatkit.rank.ptkb_finetune import FineTuned
 
-    folder = Path(path).parent / finetuned["files"]
+    folder = files_of(path)
     if not folder.is_dir():
         raise IkatError("the classifier's fine-tuned model folder is missing", path=folder, fix=f"re{retrain}")
     if tree_digest(folder) != finetuned["digest"]:
