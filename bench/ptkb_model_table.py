@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--ft-features", default="none", help="the fine-tuned model's other features")
     parser.add_argument("--models", type=Path, help="where the fine-tuned models are kept (default: not kept)")
     parser.add_argument("--skip-cv", action="store_true", help="leave out the feature sets' cross-validation")
+    parser.add_argument("--kinds", default="raw,manual", help="the utterances of the tables (default %(default)s)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ikatkit.evaluate.ptkb import evaluate_ptkb
@@ -88,7 +89,7 @@ def main() -> None:
         ranker = make_ranker("bi-encoder", args.model, cache_dir=cache)
         if not args.skip_cv:
             cross_validated(train, ranker)
-        for kind in ("raw", "manual"):
+        for kind in args.kinds.split(","):
             models = {fs: train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs)
                       for fs in ("turn", "conversation")}
             if args.finetune:
