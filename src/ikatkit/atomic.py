@@ -54,6 +54,7 @@ def write_folder(path: str | Path, fill: Callable[[Path], None]) -> None:
     old = tmp.with_suffix(".old")
     try:
         fill(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())
         if path.exists():
             os.replace(path, old)
         os.replace(tmp, path)
