@@ -7,7 +7,13 @@ grade >= 1 and >= 2): SetP/SetR/SetF, micro F1, and the two-sided paired t-test 
 of the per-turn F1 against the top-3 ranking; then PTKB nDCG@5 of the rankings. Raw utterances (what an automatic
 or interactive system has) and resolved ones (manual).
 
-    python bench/ptkb_model_table.py [--data ../shared/ikat] [--model bundled:minilm]
+    python bench/ptkb_model_table.py [--data ../shared/ikat] [--model bundled:minilm] [--finetune cross]
+        [--epochs N] [--models DIR]
+
+``--finetune`` adds the model with MiniLM fine-tuned on the train labels (the variant chosen by
+bench/ptkb_finetune_cv.py); ``--models DIR`` keeps it as ``DIR/finetuned-raw.json`` and ``-manual.json`` (with
+their ``.finetuned`` folders) and reuses such files (e.g. written by ``ikatkit train-ptkb-classifier ...
+--finetune``) instead of training again. It scores the judged turns only (the measures read no other).
 """
 
 from __future__ import annotations
@@ -56,6 +62,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/ikat")
     parser.add_argument("--model", default="bundled:minilm")
+    parser.add_argument("--finetune", help="add the model over MiniLM fine-tuned so (ptkb_model.FINETUNE)")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--ft-features", default="none", help="the fine-tuned model's other features")
+    parser.add_argument("--models", type=Path, help="where the fine-tuned models are kept (default: not kept)")
+    parser.add_argument("--skip-cv", action="store_true", help="leave out the feature sets' cross-validation")
+    parser.add_argument("--kinds", default="raw,manual", help="the utterances of the tables (default %(default)s)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ikatkit.evaluate.ptkb import evaluate_ptkb
@@ -64,7 +76,7 @@ def main() -> None:
     from ikatkit.evaluate.significance import paired_test
     from ikatkit.rank import make_ranker
     from ikatkit.rank.base import PTKB_HISTORY_WEIGHT
-    from ikatkit.rank.ptkb_model import topic_turns, train_model
+    from ikatkit.rank.ptkb_model import PtkbModel, topic_turns, train_model
     from ikatkit.rank.standalone import rank_topics_ptkb
     from ikatkit.topics import load_topics
 
@@ -75,10 +87,17 @@ def main() -> None:
                     load_qrels(args.data / "2025-released/qrels-ptkb-nist.trec"), (1, 2))]
     with tempfile.TemporaryDirectory() as cache:
         ranker = make_ranker("bi-encoder", args.model, cache_dir=cache)
-        cross_validated(train, ranker)
-        for kind in ("raw", "manual"):
+        if not args.skip_cv:
+            cross_validated(train, ranker)
+        for kind in args.kinds.split(","):
             models = {fs: train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs)
                       for fs in ("turn", "conversation")}
+            if args.finetune:
+                kept = (args.models or Path(cache)) / f"finetuned-{kind}.json"
+                if not kept.exists():
+                    train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, args.ft_features,
+                                finetune=args.finetune, epochs=args.epochs).save(kept)
+                models["fine-tuned"] = PtkbModel.load(kept)
             print(f"\n{kind} utterances; thresholds: " + ", ".join(f"{fs} {m.threshold:.4f} (data "
                                                                    f"{m.trained_on['fingerprint']})"
                                                                    for fs, m in models.items()))
@@ -89,7 +108,7 @@ def main() -> None:
                 plain = rank_topics_ptkb(topics, queries, ranker)
                 history = rank_topics_ptkb(topics, queries, ranker, history_turns=2,
                                            history_weight=PTKB_HISTORY_WEIGHT, history=topics.queries("raw"))
-                turns = topic_turns(topics, queries)
+                turns = {q: t for q, t in topic_turns(topics, queries).items() if q in qrels}
                 ranked = {fs: {q: m.ranked(ranker, t) for q, t in turns.items()} for fs, m in models.items()}
                 systems = {"cite all": {q: dict(r) for q, r in plain.items()},
                            "top-1": {q: dict(r[:1]) for q, r in plain.items()},
@@ -98,6 +117,9 @@ def main() -> None:
                                                          for q, r in ranked["turn"].items()},
                            "new model (conversation)": {q: dict(models["conversation"].choose(r))
                                                         for q, r in ranked["conversation"].items()}}
+                if "fine-tuned" in models:
+                    systems[f"fine-tuned ({args.finetune})"] = {q: dict(models["fine-tuned"].choose(r))
+                                                                for q, r in ranked["fine-tuned"].items()}
                 for rel in rels:
                     results = {s: classify_ptkb(cited, qrels, rel, topics) for s, cited in systems.items()}
                     base = results["top-3"]
@@ -114,6 +136,8 @@ def main() -> None:
                 keyed = ptkb_qrels_keys(qrels)
                 orders = {"plain ranking": plain, "rank_ptkb history 2 turns, 0.8": history,
                           "old model": ranked["turn"], "new model": ranked["conversation"]}
+                if "fine-tuned" in models:
+                    orders["fine-tuned"] = ranked["fine-tuned"]
                 print(f"{name} nDCG@5: " + ", ".join(
                     f"{o} {evaluate_ptkb({q: dict(r) for q, r in lists.items()}, keyed).mean['nDCG@5']:.4f}"
                     for o, lists in orders.items()))

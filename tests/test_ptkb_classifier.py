@@ -212,7 +212,7 @@ def test_commands_train_and_classify(trained, train_slice: Path, tmp_path: Path,
     model, _ = trained
     out = tmp_path / "m.json"
     assert main(["train-ptkb-classifier", str(train_slice), "--queries", "raw", "--folds", "2",
-                 "--out", str(out)]) == 0
+                 "--finetune", "none", "--out", str(out)]) == 0
     assert PtkbModel.load(out) == model
     assert f"threshold {model.threshold:.4f}" in capsys.readouterr().out
     cited = tmp_path / "c.json"

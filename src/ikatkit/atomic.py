@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -42,6 +43,24 @@ def write_json(path: str | Path, data: Any, indent: int | None = 2) -> None:
     with atomic_open(path) as handle:
         json.dump(data, handle, indent=indent, ensure_ascii=False)
         handle.write("\n")
+
+
+def write_folder(path: str | Path, fill: Callable[[Path], None]) -> None:
+    """Fill a temporary folder beside ``path`` with ``fill(folder)``, then put it in the place of ``path``
+    (a reader sees the old folder or the new one, or for an instant none)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old = tmp.with_suffix(".old")
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _umask() -> int:

@@ -9,7 +9,8 @@ from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.topics import QUERY_KINDS
 
 CITE = ("none", "all")
-FEATURES = ("conversation", "turn")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported here: it loads torch)
+FEATURES = ("conversation", "turn", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported: it loads torch)
+FINETUNE = ("bi", "cross", "bi+context", "cross+context")  # ikatkit.rank.ptkb_model.FINETUNE, and none
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +37,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     _ranker_options(p)
     p.add_argument("--features", choices=FEATURES, default="conversation",
                    help="conversation: the query's and the conversation's scores (default); turn: the query's "
-                        "score, gap to the best and 1/rank only (the first classifier)")
+                        "score, gap to the best and 1/rank only (the first classifier); none: the fine-tuned "
+                        "model's score alone (with --finetune)")
+    p.add_argument("--finetune", choices=(*FINETUNE, "none"), default="bi",
+                   help="also fine-tune the model on the labelled (turn, statement) pairs, as a bi-encoder or a "
+                        "cross-encoder reading the query (+context: after the opening and the last 2 earlier "
+                        "utterances), and add its score as a feature; its files go to OUT.finetuned/ beside OUT "
+                        "(default %(default)s, chosen by cross-validation on the 2023 train topics; none: no "
+                        "fine-tuning, a minute's training)")
+    p.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default %(default)s)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds for the threshold")
     p.add_argument("--out", required=True, help="the classifier's JSON file")
 
@@ -47,13 +56,16 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         from ikatkit.topics import load_topics
 
         topics = load_topics(args.topics)
+        finetune = None if args.finetune == "none" else args.finetune
         trained = train_model(topics, queries_for(args.queries, args.topics), make_ranker("bi-encoder", args.model),
-                              "bi-encoder", args.model, args.features, args.folds)
-        trained.save(args.out)
+                              "bi-encoder", args.model, args.features, args.folds, finetune=finetune,
+                              epochs=args.epochs)
+        trained = trained.save(args.out)
         on = trained.trained_on
         print(f"trained on {on['turns']} turns of {on['conversations']} conversations ({on['relevant']} of "
               f"{on['statements']} statements relevant; data {on['fingerprint']}); threshold "
-              f"{trained.threshold:.4f} -> {args.out}")
+              f"{trained.threshold:.4f} -> {args.out}"
+              + (f" (fine-tuned model: {args.out}.finetuned/)" if trained.finetuned else ""))
         return 0
 
     p.set_defaults(func=run)

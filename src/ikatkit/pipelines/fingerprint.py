@@ -97,6 +97,9 @@ def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]],
     for path in sorted({s["classifier"] for s in raw_config.get("stages", []) if isinstance(s.get("classifier"), str)}):
         found = Path(path)  # a trained PTKB model (rank_ptkb, classify_ptkb): its content
         parts[f"classifier {path}"] = "sha256:" + file_digest(found) if found.is_file() else f"missing:{path}"
+        files = found.with_name(found.name + ".finetuned")  # its fine-tuned model (ikatkit.rank.ptkb_model.files_of)
+        if files.is_dir():
+            parts[f"classifier files {files}"] = "sha256:" + tree_digest(files)
     for name, resource in sorted(resources.items()) if models else ():
         identity = resource_identity(resource, memo)
         if identity:

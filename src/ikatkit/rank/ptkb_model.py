@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,9 @@ RECENT = 2  # the earlier utterances of "recent_gap" (rank_ptkb's history_turns 
 ALL_FEATURES = ("score", "gap_to_best", "reciprocal_rank", "score_z", "conversation", "conversation_gap",
                 "conversation_rank", "opening_gap", "best_turn_gap", "recent_gap", "history_gap",
                 "history_rank", "response_gap",
-                "last_response_gap", "persistence", "led_before")
+                "last_response_gap", "persistence", "led_before", "finetuned")
 FEATURE_SETS = {
+    "none": (),  # the fine-tuned model's score alone (with --finetune)
     "turn": ("score", "gap_to_best", "reciprocal_rank"),
     "conversation": ("score", "gap_to_best", "reciprocal_rank", "conversation_gap", "conversation_rank",
                      "persistence"),
@@ -78,8 +79,17 @@ def _reciprocal_ranks(values: np.ndarray) -> np.ndarray:
     return 1.0 / ranks
 
 
-def feature_table(ranker: Ranker, turn: PtkbTurn) -> tuple[list[str], np.ndarray]:
-    """The statements' keys and one row of :data:`ALL_FEATURES` per statement, in the PTKB's order."""
+def finetuned_pairs(turn: PtkbTurn, context: bool) -> list[tuple[str, str]]:
+    """The (turn text, statement) pairs a fine-tuned model scores, in the PTKB's order."""
+    from ikatkit.rank.ptkb_finetune import turn_text
+
+    text = turn_text(turn.query, [u for u, _ in turn.history], context)
+    return [(text, statement) for statement in turn.ptkb.values()]
+
+
+def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
+    """The statements' keys and one row of :data:`ALL_FEATURES` per statement, in the PTKB's order;
+    ``finetuned``: the fine-tuned model's scores of the statements (else that column is 0)."""
     keys = list(turn.ptkb)
     if not keys:
         return [], np.zeros((0, len(ALL_FEATURES)))
@@ -117,6 +127,7 @@ def feature_table(ranker: Ranker, turn: PtkbTurn) -> tuple[list[str], np.ndarray
         "last_response_gap": last_response - last_response.max(),
         "persistence": top.mean(axis=0),
         "led_before": led.astype(float),
+        "finetuned": finetuned if finetuned is not None else np.zeros(len(keys)),
     }
     return keys, np.column_stack([columns[name] for name in ALL_FEATURES])
 
@@ -125,7 +136,9 @@ def feature_table(ranker: Ranker, turn: PtkbTurn) -> tuple[list[str], np.ndarray
 class PtkbModel:
     """A trained model: the ranker it reads (``kind``, ``model``), its features, their standardisation (``mean``,
     ``scale``), the logistic weights, the probability threshold, and what it was trained on (``trained_on``, with
-    the training data's ``fingerprint``)."""
+    the training data's ``fingerprint``). ``finetuned``: the fine-tuned MiniLM whose score is the ``finetuned``
+    feature (architecture, context, epochs; once saved, the digest of its files in the folder :func:`files_of`
+    the JSON file), ``scorer`` the loaded model."""
 
     kind: str
     model: str
@@ -136,10 +149,15 @@ class PtkbModel:
     intercept: float
     threshold: float
     trained_on: dict[str, Any]
+    finetuned: dict[str, Any] | None = None
+    scorer: Any = field(default=None, compare=False, repr=False)
 
     def probabilities(self, ranker: Ranker, turn: PtkbTurn) -> dict[str, float]:
         """``{key: probability that the statement is relevant to the turn}``, in the PTKB's order."""
-        keys, table = feature_table(ranker, turn)
+        scores = None
+        if self.finetuned is not None:
+            scores = self.scorer.score(finetuned_pairs(turn, bool(self.finetuned["context"])))
+        keys, table = feature_table(ranker, turn, scores)
         return dict(zip(keys, self.probabilities_of(table)))
 
     def probabilities_of(self, table: np.ndarray) -> list[float]:
@@ -161,18 +179,31 @@ class PtkbModel:
         return {"stage": stage, "probabilities": dict(probabilities), "model": self.manifest()}
 
     def manifest(self) -> dict[str, Any]:
-        """What a run's manifest states of the model: features, threshold, training data and its fingerprint."""
-        return {"features": list(self.features), "threshold": self.threshold, "ranker": f"{self.kind}:{self.model}",
-                "trained_on": self.trained_on}
+        """What a run's manifest states of the model: features, threshold, training data and its fingerprint,
+        the fine-tuned model (with its files' digest) where there is one."""
+        stated = {"features": list(self.features), "threshold": self.threshold,
+                  "ranker": f"{self.kind}:{self.model}", "trained_on": self.trained_on}
+        return {**stated, "finetuned": self.finetuned} if self.finetuned is not None else stated
 
-    def save(self, path: str | Path) -> None:
-        from ikatkit.atomic import write_text
+    def save(self, path: str | Path) -> PtkbModel:
+        """The JSON file ``path`` and, with a fine-tuned model, its files in the folder :func:`files_of` ``path``
+        (their digest stated in the JSON); returns the model as saved."""
+        from ikatkit.atomic import write_folder, write_text
+        from ikatkit.digest import tree_digest
 
-        write_text(path, json.dumps({"format": FORMAT, **asdict(self)}, indent=2) + "\n")
+        saved = self
+        if self.finetuned is not None:
+            folder = files_of(path)
+            write_folder(folder, self.scorer.save)
+            saved = replace(self, finetuned={**self.finetuned, "digest": tree_digest(folder)})
+        data = {f.name: getattr(saved, f.name) for f in fields(saved) if f.name != "scorer"}
+        write_text(path, json.dumps({"format": FORMAT, **data}, indent=2) + "\n")
+        return saved
 
     @classmethod
     def load(cls, path: str | Path) -> PtkbModel:
-        """The model of a file of ``ikatkit train-ptkb-classifier``; anything else is one IkatError."""
+        """The model of a file of ``ikatkit train-ptkb-classifier`` (and its fine-tuned model's files, which must
+        have the digest the file states); anything else is one IkatError."""
         retrain = "train one with `ikatkit train-ptkb-classifier TOPICS --out FILE`"
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -186,16 +217,41 @@ class PtkbModel:
             raise IkatError(f"not a {FORMAT} file", path=path, fix=f"re{retrain}")
         try:
             mean, scale, coef = (tuple(float(v) for v in data[name]) for name in ("mean", "scale", "coef"))
+            finetuned = dict(data["finetuned"]) if data.get("finetuned") is not None else None
+            if finetuned is not None:
+                finetuned = {**finetuned, "architecture": str(finetuned["architecture"]),
+                             "digest": str(finetuned["digest"])}
             model = cls(str(data["kind"]), str(data["model"]), tuple(str(f) for f in data["features"]), mean, scale,
-                        coef, float(data["intercept"]), float(data["threshold"]), dict(data["trained_on"]))
+                        coef, float(data["intercept"]), float(data["threshold"]), dict(data["trained_on"]), finetuned)
         except (KeyError, TypeError, ValueError) as err:
             raise IkatError(f"field {err} missing or malformed", path=path, fix=f"re{retrain}") from None
         unknown = [f for f in model.features if f not in ALL_FEATURES]
         sizes = {len(model.features), len(model.mean), len(model.scale), len(model.coef)}
-        if unknown or len(sizes) != 1 or 0.0 in model.scale:
+        if unknown or len(sizes) != 1 or 0.0 in model.scale or ("finetuned" in model.features) != bool(finetuned):
             raise IkatError(f"features {unknown or list(model.features)} do not fit the weights", path=path,
                             fix=f"re{retrain}")
-        return model
+        if finetuned is None:
+            return model
+        return replace(model, scorer=_load_scorer(path, finetuned, retrain))
+
+
+def files_of(path: str | Path) -> Path:
+    """The folder of the fine-tuned model of the classifier file ``path``: beside it, ``<name>.finetuned``."""
+    path = Path(path)
+    return path.with_name(path.name + ".finetuned")
+
+
+def _load_scorer(path: str | Path, finetuned: dict[str, Any], retrain: str) -> Any:
+    from ikatkit.digest import tree_digest
+    from ikatkit.rank.ptkb_finetune import FineTuned
+
+    folder = files_of(path)
+    if not folder.is_dir():
+        raise IkatError("the classifier's fine-tuned model folder is missing", path=folder, fix=f"re{retrain}")
+    if tree_digest(folder) != finetuned["digest"]:
+        raise IkatError("the fine-tuned model's files differ from those the classifier was saved with",
+                        path=folder, fix=f"re{retrain}")
+    return FineTuned.load(finetuned["architecture"], folder)
 
 
 def load_for_ranker(path: str | Path, kind: str | None) -> PtkbModel:
@@ -306,18 +362,59 @@ def best_threshold(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[
     return chosen
 
 
+FINETUNE = ("bi", "cross", "bi+context", "cross+context")
+
+
+def finetuned_out_of_fold(data: TrainingData, turns: Mapping[str, PtkbTurn], finetune: str, base: str, epochs: int,
+                          folds: int, seed: int = 0) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """The rows' (turn text, statement) pairs and each row's score by ``base`` fine-tuned (``finetune``: an
+    architecture of :data:`FINETUNE`) on the other folds' conversations (folds grouped by conversation)."""
+    from ikatkit.rank.ptkb_finetune import FineTuned
+
+    architecture, context = finetune.split("+")[0], finetune.endswith("+context")
+    pairs = [pair for qid in dict.fromkeys(data.qids) for pair in finetuned_pairs(turns[qid], context)]
+    scores = np.zeros(len(pairs))
+    for train, held_out in cv_folds(data, folds):
+        scorer = FineTuned.train(architecture, base, [pairs[i] for i in train], data.truth[train].tolist(), epochs,
+                                 seed)
+        scores[held_out] = scorer.score([pairs[i] for i in held_out])
+    return pairs, scores
+
+
 def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind: str, model: str,
-                features: str = "conversation", folds: int = 5, c: float = 1.0) -> PtkbModel:
+                features: str = "conversation", folds: int = 5, c: float = 1.0, finetune: str | None = None,
+                epochs: int = 1, seed: int = 0) -> PtkbModel:
     """Fit the logistic model on the labelled turns of ``topics`` over the feature set ``features``
-    (:data:`FEATURE_SETS`) and choose its threshold by ``folds``-fold cross-validation grouped by conversation."""
-    if features not in FEATURE_SETS:
-        raise IkatError(f"unknown feature set {features!r}", where="--features", fix=f"use one of {list(FEATURE_SETS)}")
-    names = FEATURE_SETS[features]
+    (:data:`FEATURE_SETS`) and choose its threshold by ``folds``-fold cross-validation grouped by conversation.
+
+    With ``finetune`` (:data:`FINETUNE`), ``model`` fine-tuned on the labelled pairs for ``epochs`` adds the
+    ``finetuned`` feature: the logistic model learns it from each row's out-of-fold score (the model fine-tuned
+    on the other folds' conversations) and reads, once trained, the score of the model fine-tuned on them all."""
+    from ikatkit.rank.ptkb_finetune import FineTuned
+
+    if features not in FEATURE_SETS or (features == "none" and not finetune):
+        raise IkatError(f"unknown feature set {features!r}" if features not in FEATURE_SETS else
+                        "the feature set none leaves only a fine-tuned model's score", where="--features",
+                        fix=f"use one of {[f for f in FEATURE_SETS if f != 'none']}, or --finetune with none")
+    if finetune is not None and finetune not in FINETUNE:
+        raise IkatError(f"unknown fine-tuning {finetune!r}", where="--finetune", fix=f"use one of {list(FINETUNE)}")
+    names = FEATURE_SETS[features] + (("finetuned",) if finetune else ())
     data = training_data(topics, queries, ranker)
+    spec, scorer = None, None
+    if finetune:
+        pairs, scores = finetuned_out_of_fold(data, topic_turns(topics, queries), finetune, model, epochs, folds,
+                                              seed)
+        table = data.table.copy()
+        table[:, ALL_FEATURES.index("finetuned")] = scores
+        data = replace(data, table=table)
+        scorer = FineTuned.train(finetune.split("+")[0], model, pairs, data.truth.tolist(), epochs, seed)
+        spec = {"architecture": scorer.architecture, "context": finetune.endswith("+context"), "epochs": epochs,
+                "seed": seed, "base": model}
     threshold = best_threshold(out_of_fold(data, names, folds, c), data.truth, data.qids)
     scaler, fitted = _fit(data.table, data.truth, [ALL_FEATURES.index(name) for name in names], c)
     trained_on = {"topics": str(topics.path or ""), "fingerprint": data.fingerprint, "feature_set": features,
                   "turns": len(set(data.qids)), "conversations": len(set(data.groups)), "statements": len(data.truth),
                   "relevant": int(data.truth.sum()), "folds": len(cv_folds(data, folds)), "C": c}
     return PtkbModel(kind, model, names, tuple(float(v) for v in scaler.mean_), tuple(float(v) for v in scaler.scale_),
-                     tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), threshold, trained_on)
+                     tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), threshold, trained_on,
+                     spec, scorer)
