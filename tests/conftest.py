@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,3 +134,25 @@ def judged(request) -> Judged:
     year = value("ikat2023")
     return Judged("ikat2023", year / "test_topics.json", value("passages_jsonl"), value("passages_index"),
                   year / "qrels.txt", ("9-1", "9-2", "10-1"))
+
+
+@pytest.fixture(scope="module")
+def ranker(tmp_path_factory):
+    """The bundled MiniLM bi-encoder (the PTKB model's ranker), its embeddings cached for the module."""
+    from ikatkit.rank import make_ranker
+
+    return make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path_factory.mktemp("emb"))
+
+
+@pytest.fixture(scope="session")
+def labelled_train(ikat2023, tmp_path_factory) -> Callable[[int], Path]:
+    """``labelled_train(n)``: the first ``n`` conversations of the 2023 train topics with PTKB labels, a topic file."""
+
+    def write(conversations: int) -> Path:
+        data = json.loads((ikat2023 / "train_topics.json").read_text())
+        labelled = [c for c in data if any(t.get("ptkb_provenance") for t in c["turns"])][:conversations]
+        path = tmp_path_factory.mktemp("slice") / f"train_{conversations}.json"
+        path.write_text(json.dumps(labelled))
+        return path
+
+    return write

@@ -25,20 +25,9 @@ from ikatkit.topics import load_topics
 
 
 @pytest.fixture(scope="module")
-def train_slice(ikat2023: Path, tmp_path_factory) -> Path:
-    """The first four labelled conversations of the 2023 train topics, as a topic file."""
-    data = json.loads((ikat2023 / "train_topics.json").read_text())
-    labelled = [c for c in data if any(t.get("ptkb_provenance") for t in c["turns"])][:4]
-    path = tmp_path_factory.mktemp("slice") / "train_slice.json"
-    path.write_text(json.dumps(labelled))
-    return path
-
-
-@pytest.fixture(scope="module")
-def ranker(tmp_path_factory) -> Ranker:
-    from ikatkit.rank import make_ranker
-
-    return make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path_factory.mktemp("emb"))
+def train_slice(labelled_train) -> Path:
+    """The first four labelled conversations of the 2023 train topics."""
+    return labelled_train(4)
 
 
 @pytest.fixture(scope="module")

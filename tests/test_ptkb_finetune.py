@@ -4,7 +4,6 @@ figures are documented commands (docs/ptkb-classification.md)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -23,20 +22,9 @@ from ikatkit.topics import load_topics
 
 
 @pytest.fixture(scope="module")
-def two_conversations(ikat2023: Path, tmp_path_factory) -> Path:
-    """The first two labelled conversations of the 2023 train topics, as a topic file."""
-    data = json.loads((ikat2023 / "train_topics.json").read_text())
-    labelled = [c for c in data if any(t.get("ptkb_provenance") for t in c["turns"])][:2]
-    path = tmp_path_factory.mktemp("slice") / "train_two.json"
-    path.write_text(json.dumps(labelled))
-    return path
-
-
-@pytest.fixture(scope="module")
-def ranker(tmp_path_factory) -> Ranker:
-    from ikatkit.rank import make_ranker
-
-    return make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path_factory.mktemp("emb"))
+def two_conversations(labelled_train) -> Path:
+    """The first two labelled conversations of the 2023 train topics."""
+    return labelled_train(2)
 
 
 @pytest.fixture(scope="module")
