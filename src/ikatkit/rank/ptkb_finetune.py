@@ -133,15 +133,19 @@ class FineTuned:
         return self.model(**features).logits.squeeze(-1)
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Each pair's score: the cosine (bi) or the probability (cross), one pair at a time (exact bits)."""
+        """Each pair's score: the cosine (bi) or the probability (cross), one text or pair at a time (exact bits);
+        the bi-encoder embeds each distinct text once (a turn's query is in every pair of the turn)."""
         import torch
 
         if not pairs:
             return np.zeros(0)
         with _one_thread(), torch.inference_mode():
-            values = torch.cat([self._forward([pair]) for pair in pairs])
-            if self.architecture == "cross":
-                values = torch.sigmoid(values)
+            if self.architecture == "bi":
+                texts = list(dict.fromkeys(text for pair in pairs for text in pair))
+                vectors = {t: self.model(self.model.preprocess([t]))["sentence_embedding"] for t in texts}
+                values = torch.cat([torch.nn.functional.cosine_similarity(vectors[a], vectors[b]) for a, b in pairs])
+            else:
+                values = torch.sigmoid(torch.cat([self._forward([pair]) for pair in pairs]))
         return values.double().numpy()
 
     def save(self, folder: str | Path) -> None:
@@ -155,7 +159,7 @@ class FineTuned:
     @classmethod
     def load(cls, architecture: str, folder: str | Path) -> FineTuned:
         """The model saved in ``folder``; a missing or unreadable one is one IkatError."""
-        fix = "retrain it with `ikatkit train-ptkb-classifier TOPICS --model finetune-... --out FILE`"
+        fix = "retrain it with `ikatkit train-ptkb-classifier TOPICS --finetune bi|cross --out FILE`"
         if not Path(folder, "config.json").is_file():
             raise IkatError("the fine-tuned model's files are missing", path=folder, fix=fix)
         try:
