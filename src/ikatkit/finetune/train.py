@@ -14,7 +14,6 @@ refused (``restart`` discards it). ``.OUT.lock`` keeps a second training off the
 from __future__ import annotations
 
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,10 +21,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ikatkit.atomic import atomic_open, write_json
+from ikatkit.atomic import atomic_open, write_folder, write_json
 from ikatkit.errors import IkatError
 from ikatkit.finetune.data import Example
 from ikatkit.lock import locked
+
 
 @dataclass
 class TrainSettings:
@@ -168,15 +168,15 @@ def _train(examples: list[Example], out: Path, settings: TrainSettings, checkpoi
                             "torch_rng": torch.get_rng_state(),
                             "cuda_rng": torch.cuda.get_rng_state_all() if gpu else [],
                             "seconds": spent + time.time() - started}, handle)
-    work = out.parent / f".{out.name}.training"
-    shutil.rmtree(work, ignore_errors=True)
-    model.save_pretrained(str(work))
     manifest = {"settings": asdict(settings), "qlora": gpu, "examples": len(examples),
                 "tasks": {t: sum(e.task == t for e in examples) for t in sorted({e.task for e in examples})},
                 "losses": losses, "resumed_from": done, "seconds": round(spent + time.time() - started, 1)}
-    write_json(work / "training.json", manifest)
-    shutil.rmtree(out, ignore_errors=True)
-    work.rename(out)
+
+    def fill(folder: Path) -> None:
+        model.save_pretrained(str(folder))
+        write_json(folder / "training.json", manifest)
+
+    write_folder(out, fill)
     saved.unlink(missing_ok=True)
     print(f"trained {settings.steps} steps on {len(examples)} examples: loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
           f"adapter in {out}")
