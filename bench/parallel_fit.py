@@ -5,7 +5,7 @@ that two threads did not split) fitted the same way; both extrapolated to the or
 the speed-up Amdahl's law gives there on 16 threads (``1 / (s + (1 - s) / 16)``). A fit of three or four sizes on one
 machine: a forecast to check on a 16-core machine (``bench_parallel.py --threads 16``), not a measurement.
 
-    python bench/parallel_fit.py /work/scale-indexes/parallel-200k-quiet.json parallel-2m-quiet.json ... \
+    python bench/parallel_fit.py ROOT/parallel-200k-quiet.json ROOT/parallel-2m-quiet.json ... \
         [--index as_built|merged] [--out fit.json]
 """
 
