@@ -124,3 +124,9 @@ def test_changed_model_files_change_the_fingerprint_and_are_refused(trained, tmp
     with pytest.raises(IkatError, match="fine-tuned model folder is missing") as err:
         PtkbModel.load(copy)
     assert err.value.fix and "train-ptkb-classifier" in err.value.fix
+
+
+def test_no_epoch_of_fine_tuning_is_one_error(two_conversations: Path, ranker: Ranker) -> None:
+    topics = load_topics(two_conversations)
+    with pytest.raises(IkatError, match="0 epochs"):
+        train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", finetune="bi", epochs=0)

@@ -398,6 +398,9 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
                         fix=f"use one of {[f for f in FEATURE_SETS if f != 'none']}, or --finetune with none")
     if finetune is not None and finetune not in FINETUNE:
         raise IkatError(f"unknown fine-tuning {finetune!r}", where="--finetune", fix=f"use one of {list(FINETUNE)}")
+    if finetune and epochs < 1:
+        raise IkatError(f"{epochs} epochs: a fine-tuning of no epoch is the base model", where="--epochs",
+                        fix="give 1 or more, or --finetune none")
     names = FEATURE_SETS[features] + (("finetuned",) if finetune else ())
     data = training_data(topics, queries, ranker)
     spec, scorer = None, None
