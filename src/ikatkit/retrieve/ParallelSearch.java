@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import org.apache.lucene.index.LeafReaderContext;
 import org.apache.lucene.search.BulkScorer;
 import org.apache.lucene.search.HitQueue;
@@ -34,8 +35,11 @@ import org.apache.lucene.util.NumericUtils;
  * own concurrent search slices by whole segments only. The threads (the caller and {@code threads - 1} pooled ones)
  * take the parts in doc-id order, whichever is free next; each part is scored by a bulk scorer of its own
  * ({@code weight.bulkScorer(leaf).score(collector, liveDocs, min, max)}) into its thread's top-n queue. A bound
- * shared by the threads, the best n-th hit any full queue holds, is handed to every scorer as its minimum
- * competitive score, so block-max WAND / MaxScore skip what cannot enter the top n in every part. Exactness: a
+ * shared by the threads is handed to every scorer as its minimum competitive score, so block-max WAND / MaxScore
+ * skip what cannot enter the top n in every part: the best n-th hit any full queue holds, or, once every thread has
+ * ceil(n / threads) hits, the lowest of their ceil(n / threads)-th hits (together they hold n hits at or above it;
+ * each thread seeing about 1/threads of the documents, this is near the n-th of all seen so far, where the first
+ * bound is near the (threads * n)-th; docs/benchmarks.md, "One query on every core"). Exactness: a
  * thread's documents come in increasing order, so a hit tying its queue's n-th score ranks below it (HitQueue's
  * order); a document of another part ties the shared n-th hit only to lose when it comes after it, so the bound is
  * raised to the next float only for parts that start after that hit. No total hit count is kept (Lucene's
@@ -89,18 +93,19 @@ public final class ParallelSearch implements AutoCloseable {
   public ScoreDoc[] top(Query query, int n) throws IOException, InterruptedException, ExecutionException {
     int capped = Math.min(n, Math.max(1, searcher.getIndexReader().maxDoc()));
     Weight weight = searcher.createWeight(searcher.rewrite(query), ScoreMode.TOP_SCORES, 1f);
-    Shared shared = new Shared();
+    Shared shared = new Shared(threads);
     List<Future<List<ScoreDoc>>> helpers = new ArrayList<>();
     List<AtomicBoolean> claims = new ArrayList<>();  // set by whoever comes first: the helper or the caller
     for (int i = 1; i < threads; i++) {
       AtomicBoolean claim = new AtomicBoolean();
       claims.add(claim);
-      helpers.add(pool.submit(() -> claim.compareAndSet(false, true) ? score(weight, capped, shared)
+      int slot = i;
+      helpers.add(pool.submit(() -> claim.compareAndSet(false, true) ? score(weight, capped, shared, slot)
                                                                       : new ArrayList<ScoreDoc>()));
     }
     List<ScoreDoc> found = new ArrayList<>();
     try {
-      found.addAll(score(weight, capped, shared));
+      found.addAll(score(weight, capped, shared, 0));
       for (int i = 0; i < helpers.size(); i++) {
         if (claims.get(i).compareAndSet(false, true)) {  // not started (a busy machine): not waited for
           helpers.get(i).cancel(false);
@@ -117,8 +122,9 @@ public final class ParallelSearch implements AutoCloseable {
   }
 
   /** One thread's work: parts taken in order until none is left, their hits in one top-n queue. */
-  private List<ScoreDoc> score(Weight weight, int n, Shared shared) throws IOException {
-    Collector collector = new Collector(new HitQueue(n, true), shared);
+  private List<ScoreDoc> score(Weight weight, int n, Shared shared, int slot) throws IOException {
+    Collector collector = new Collector(new HitQueue(n, true), new HitQueue((n + threads - 1) / threads, true),
+        shared, slot);
     for (int p = shared.next.getAndIncrement(); p < parts.size(); p = shared.next.getAndIncrement()) {
       Part part = parts.get(p);
       BulkScorer scorer = weight.bulkScorer(part.leaf);
@@ -153,6 +159,27 @@ public final class ParallelSearch implements AutoCloseable {
     final AtomicInteger next = new AtomicInteger();
     /** The best n-th hit of a full queue, as {@link #key}; {@code Long.MIN_VALUE}: none yet. */
     final AtomicLong bound = new AtomicLong(Long.MIN_VALUE);
+    /** Per thread, the key of its ceil(n / threads)-th hit; {@code Long.MIN_VALUE}: not that many yet. */
+    final AtomicLongArray shares;
+
+    Shared(int threads) {
+      shares = new AtomicLongArray(threads);
+      for (int i = 0; i < threads; i++) {
+        shares.set(i, Long.MIN_VALUE);
+      }
+    }
+
+    /** Publishes a thread's share; once every thread has one, the lowest is a bound (their hits number n). */
+    void share(int slot, long key) {
+      shares.set(slot, key);
+      long low = Long.MAX_VALUE;
+      for (int i = 0; i < shares.length(); i++) {
+        low = Math.min(low, shares.get(i));
+      }
+      if (low != Long.MIN_VALUE) {
+        bound.accumulateAndGet(low, Math::max);
+      }
+    }
 
     /** Ordered as the ranking: higher score first, then lower doc. */
     static long key(float score, int doc) {
@@ -171,18 +198,24 @@ public final class ParallelSearch implements AutoCloseable {
   /** A thread's top-n collector over the parts it scores (their documents in increasing order). */
   private static final class Collector implements LeafCollector {
     private final HitQueue queue;
+    private final HitQueue top;  // the best ceil(n / threads) of queue's hits
     private final Shared shared;
+    private final int slot;
     private ScoreDoc bottom;
+    private ScoreDoc topBottom;
     private Scorable scorer;
     private float minCompetitive;
     private int docBase;
     private int first;  // the first doc (index-wide) of the part scored
     private int collected;
 
-    Collector(HitQueue queue, Shared shared) {
+    Collector(HitQueue queue, HitQueue top, Shared shared, int slot) {
       this.queue = queue;
+      this.top = top;
       this.shared = shared;
+      this.slot = slot;
       this.bottom = queue.top();
+      this.topBottom = top.top();
     }
 
     void start(Part part) {
@@ -209,6 +242,14 @@ public final class ParallelSearch implements AutoCloseable {
       bottom.doc = docBase + doc;
       bottom.score = score;
       bottom = queue.updateTop();
+      if (score > topBottom.score) {
+        topBottom.doc = docBase + doc;
+        topBottom.score = score;
+        topBottom = top.updateTop();
+        if (topBottom.score != Float.NEGATIVE_INFINITY) {
+          shared.share(slot, Shared.key(topBottom.score, topBottom.doc));
+        }
+      }
       if (bottom.score != Float.NEGATIVE_INFINITY) {  // full (the sentinels score -infinity)
         long key = Shared.key(bottom.score, bottom.doc);
         shared.bound.accumulateAndGet(key, Math::max);

@@ -29,8 +29,9 @@ SPARE = 16  # extra hits fetched so that score ties at rank k are seen whole
 PARALLEL_FROM = 200_000
 """Documents from which a query searched alone (``search``, a batch of one) is scored on ``threads`` threads
 (``ParallelSearch.java``: doc-id ranges of the segments, the same ranking); below, one thread. At 200k realistic
-passages, k=1000, the parts cost 6-13% more CPU than one thread (``bench/bench_parallel.py``, docs/benchmarks.md);
-on smaller indexes the fixed costs of a query (a task handed to the pool, a scorer per part, the merge) weigh more."""
+passages, k=1000, two threads are 1.2x faster than one at 26-33% more CPU (``bench/bench_parallel.py``,
+docs/benchmarks.md); on smaller indexes the fixed costs of a query (a task handed to the pool, a scorer per part,
+the merge) weigh more."""
 
 
 Hit = tuple[str, float]
