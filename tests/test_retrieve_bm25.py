@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ikatkit.java import autoclass
 from ikatkit.retrieve.bm25 import Bm25Searcher
 from ikatkit.topics import load_topics
 
@@ -144,8 +145,8 @@ def test_pruned_top_k_equals_an_exhaustive_search(passages_index, ikat2023):
 def test_a_query_in_parts_on_two_threads_ranks_as_one_thread(passages_index, ikat2023, tmp_path_factory, merged):
     """``ParallelSearch`` against Lucene's one-thread ``searcher.search(query, n)`` for the 332 real rewrites: the same
     docs and scores, ties by doc id, with parts of 25 documents (36 and more ranges, pruning between them where n is
-    small). On the index as built (2 segments: ranges of each) and on a copy merged into one segment
-    (``IndexWriter.forceMerge(1)``, as bench_parallel.py makes it: ranges of the one segment)."""
+    small), on 2 threads and on 3. On the index as built (2 segments: ranges of each) and on a copy merged into one
+    segment (``IndexWriter.forceMerge(1)``, as bench_parallel.py makes it: ranges of the one segment)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     from bench_parallel import merged_copy
 
@@ -157,6 +158,7 @@ def test_a_query_in_parts_on_two_threads_ranks_as_one_thread(passages_index, ika
     assert (leaves == [894]) if merged else (len(leaves) == 2 and sum(leaves) == 894)
     parallel = searcher.parallel_search(25)
     assert parallel.parts() == sum(-(-docs // 25) for docs in leaves)
+    three = autoclass("ikatkit.ParallelSearch")(searcher.searcher, 3, 25)  # each thread's share: ceil(n / 3) hits
     one_thread = Bm25Searcher(index, threads=1)
     queries = load_topics(ikat2023 / "test_topics.json").queries("manual")
     compared = 0
@@ -167,6 +169,7 @@ def test_a_query_in_parts_on_two_threads_ranks_as_one_thread(passages_index, ika
         for n in (10, 1016):
             expected = [(d.doc, d.score) for d in searcher.searcher.search(built, n).scoreDocs]
             assert [(d.doc, d.score) for d in parallel.top(built, n)] == expected, (qid, n)
+            assert [(d.doc, d.score) for d in three.top(built, n)] == expected, (qid, n, 3)
             compared += len(expected)
         reference = one_thread.search(query, 1000)  # the ranking of LuceneSearcher (test_same_ranking_...)
         assert searcher.search(query, 1000) == reference == searcher.batch_search({qid: query}, 1000)[qid], qid
