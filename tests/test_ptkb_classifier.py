@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -77,12 +78,17 @@ def test_threshold_comes_from_cross_validation_grouped_by_conversation(trained, 
         assert not set(groups[train_rows]) & set(groups[held_out])  # no conversation on both sides
     assert sorted(np.concatenate([held for _, held in folds]).tolist()) == list(range(len(data.truth)))
     oof = out_of_fold(data, model.features, 2)
-    assert model.threshold == best_threshold(oof, data.truth, data.qids)
+    assert model.decision == "at-least-one"  # training's default: the threshold chosen under that rule
+    assert model.threshold == best_threshold(oof, data.truth, data.qids, "at-least-one")
     # a hand-computed case: turn a (0.9 relevant, 0.2 not), turn b (0.6 not, 0.1 relevant): mean F1 is 0.5 at
     # 0.9 and 0.6, 1/3 at 0.2, and 2/3 at 0.1 (both turns cite everything: F1 2/3 each)
     p, truth, qids = np.array([0.9, 0.2, 0.6, 0.1]), np.array([1, 0, 0, 1]), ["a", "a", "b", "b"]
     assert mean_turn_f1(p, truth, qids, 0.6) == 0.5 and mean_turn_f1(p, truth, qids, 0.1) == pytest.approx(2 / 3)
     assert best_threshold(p, truth, qids) == 0.1
+    # above every probability nothing is cited (F1 0); at least one cites 0.9 in a (F1 1) and 0.6 in b (F1 0)
+    assert mean_turn_f1(p, truth, qids, 0.95) == 0.0 and mean_turn_f1(p, truth, qids, 0.95, "at-least-one") == 0.5
+    # at 0.7 only b differs: 0.6 cited, not relevant: the same mean either way
+    assert mean_turn_f1(p, truth, qids, 0.7) == mean_turn_f1(p, truth, qids, 0.7, "at-least-one") == 0.5
 
 
 def test_features_by_hand() -> None:
@@ -134,6 +140,32 @@ def test_stages_use_the_model_probabilities(tmp_path: Path) -> None:
     assert summary["models"][0]["trained_on"]["fingerprint"] == "f00d"
     with pytest.raises(IkatError, match="history_turns and classifier"):
         RankPtkb(ranker=ranker, history_turns=2, classifier=str(path))
+
+
+def test_at_least_one_cites_the_most_probable_where_none_reaches_the_threshold(tmp_path: Path) -> None:
+    threshold = _hand_model(tmp_path / "threshold.json")
+    path = tmp_path / "least.json"
+    least = replace(threshold, decision="at-least-one").save(path)
+    assert PtkbModel.load(path) == least and least.manifest()["decision"] == "at-least-one"
+    ptkb = {"1": "late dinners", "2": "a cat", "3": "a bike"}
+    low = {("reflux?", "late dinners"): 0.15, ("reflux?", "a cat"): 0.1, ("reflux?", "a bike"): 0.2}
+    p3 = 1 / (1 + math.exp(-(2 * (0.2 - 0.5) / 0.5 - 1)))  # 0.0998: every statement is below 0.15
+    for model, file, expected in ((threshold, tmp_path / "threshold.json", []), (least, path, [("3", p3)])):
+        record = TurnRecord("c_1", "reflux?", [], ptkb, query="reflux?")
+        [classified] = ClassifyPtkb(ranker=TableRanker(low), classifier=str(file)).transform([record])
+        assert classified.ptkb == [(k, pytest.approx(v)) for k, v in expected], model.decision
+    # where some statement reaches the threshold, the two rules choose the same
+    high = {**low, ("reflux?", "late dinners"): 0.8}
+    assert least.choose(least.ranked(TableRanker(high), PtkbTurn("reflux?", [], ptkb))) == threshold.choose(
+        threshold.ranked(TableRanker(high), PtkbTurn("reflux?", [], ptkb)))
+    # a file of before the rule was written loads as what it was trained with; an unknown rule is refused
+    data = json.loads(path.read_text())
+    del data["decision"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert PtkbModel.load(tmp_path / "old.json").decision == "threshold"
+    (tmp_path / "odd.json").write_text(json.dumps({**data, "decision": "top-2"}))
+    with pytest.raises(IkatError, match="decision 'top-2' is not one of"):
+        PtkbModel.load(tmp_path / "odd.json")
 
 
 def test_records_and_topic_files_give_the_same_choice(trained, train_slice: Path, ranker: Ranker) -> None:
@@ -197,16 +229,20 @@ def test_a_missing_or_corrupt_model_is_one_clear_error(trained, tmp_path: Path) 
             load_config(config)
 
 
-def test_commands_train_and_classify(trained, train_slice: Path, tmp_path: Path, capsys) -> None:
+def test_commands_train_and_classify(trained, train_slice: Path, ranker: Ranker, tmp_path: Path, capsys) -> None:
     model, _ = trained
     out = tmp_path / "m.json"
     assert main(["train-ptkb-classifier", str(train_slice), "--queries", "raw", "--folds", "2",
                  "--finetune", "none", "--out", str(out)]) == 0
     assert PtkbModel.load(out) == model
-    assert f"threshold {model.threshold:.4f}" in capsys.readouterr().out
+    assert f"threshold {model.threshold:.4f} (at-least-one)" in capsys.readouterr().out
     cited = tmp_path / "c.json"
     assert main(["classify-ptkb", str(train_slice), "--classifier", str(out), "--queries", "raw",
                  "--out", str(cited)]) == 0
     chosen = json.loads(cited.read_text())
     assert len(chosen) == len(load_topics(train_slice))
-    assert all(p >= model.threshold for scores in chosen.values() for p in scores.values())
+    probabilities = {qid: dict(model.ranked(ranker, turn)) for qid, turn in
+                     topic_turns(load_topics(train_slice), load_topics(train_slice).queries("raw")).items()}
+    for qid, scores in chosen.items():  # those at or above the threshold, or the most probable alone
+        above = {k for k, p in probabilities[qid].items() if p >= model.threshold}
+        assert set(scores) == (above or {max(probabilities[qid], key=probabilities[qid].get)}), qid

@@ -11,6 +11,7 @@ from ikatkit.topics import QUERY_KINDS
 CITE = ("none", "all")
 FEATURES = ("conversation", "turn", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported: it loads torch)
 FINETUNE = ("bi", "cross", "bi+context", "cross+context")  # ikatkit.rank.ptkb_model.FINETUNE, and none
+DECISIONS = ("at-least-one", "threshold")  # ikatkit.rank.ptkb_model.DECISIONS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +47,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                         "(default %(default)s, chosen by cross-validation on the 2023 train topics; none: no "
                         "fine-tuning, a minute's training)")
     p.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default %(default)s)")
+    p.add_argument("--decision", choices=DECISIONS, default="at-least-one",
+                   help="a turn's set: the statements at or above the threshold, and the most probable one where "
+                        "none reaches it (at-least-one: a turn citing nothing scores F1 0; default), or those alone "
+                        "(threshold: the models before this option)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds for the threshold")
     p.add_argument("--out", required=True, help="the classifier's JSON file")
 
@@ -59,12 +64,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         finetune = None if args.finetune == "none" else args.finetune
         trained = train_model(topics, queries_for(args.queries, args.topics), make_ranker("bi-encoder", args.model),
                               "bi-encoder", args.model, args.features, args.folds, finetune=finetune,
-                              epochs=args.epochs)
+                              epochs=args.epochs, decision=args.decision)
         trained = trained.save(args.out)
         on = trained.trained_on
         print(f"trained on {on['turns']} turns of {on['conversations']} conversations ({on['relevant']} of "
               f"{on['statements']} statements relevant; data {on['fingerprint']}); threshold "
-              f"{trained.threshold:.4f} -> {args.out}"
+              f"{trained.threshold:.4f} ({trained.decision}) -> {args.out}"
               + (f" (fine-tuned model: {args.out}.finetuned/)" if trained.finetuned else ""))
         return 0
 

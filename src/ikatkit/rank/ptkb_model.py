@@ -9,10 +9,12 @@ previous utterances and responses, the PTKB), so the model works on topic files 
 
 A logistic model (scikit-learn) over standardised features is trained on turns whose ``ptkb_provenance`` labels
 them (the 2023 train topics: the organizers' labels); the probability threshold is chosen by cross-validation
-grouped by conversation (best mean per-turn F1 of the out-of-fold probabilities). ``features = "turn"`` keeps
+grouped by conversation (best mean per-turn F1 of the out-of-fold probabilities), under the model's decision
+rule (:data:`DECISIONS`). ``features = "turn"`` keeps
 the first classifier's three features (score, gap to the turn's best, 1 / rank). The trained model is a small JSON
 file; using it needs no scikit-learn. ``rank_ptkb`` ranks by its probabilities, ``classify_ptkb`` keeps those at
-or above its threshold (docs/ptkb-classification.md).
+or above its threshold, and at least the most probable with ``decision = "at-least-one"``
+(docs/ptkb-classification.md).
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ ALL_FEATURES = ("score", "gap_to_best", "reciprocal_rank", "score_z", "conversat
                 "conversation_rank", "opening_gap", "best_turn_gap", "recent_gap", "history_gap",
                 "history_rank", "response_gap",
                 "last_response_gap", "persistence", "led_before", "finetuned")
+DECISIONS = ("at-least-one", "threshold")
+"""How a turn's set is chosen: the statements at or above the threshold (``threshold``), and the most probable
+one where none reaches it (``at-least-one``, the default of training: a turn that cites nothing scores F1 0 whatever
+its labels, so citing the best statement there is never worse on per-turn F1; on the 2023 train topics'
+cross-validation it was as good or better). Files without the field were trained with ``threshold``."""
 FEATURE_SETS = {
     "none": (),  # the fine-tuned model's score alone (with --finetune)
     "turn": ("score", "gap_to_best", "reciprocal_rank"),
@@ -135,7 +142,8 @@ def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None =
 @dataclass(frozen=True)
 class PtkbModel:
     """A trained model: the ranker it reads (``kind``, ``model``), its features, their standardisation (``mean``,
-    ``scale``), the logistic weights, the probability threshold, and what it was trained on (``trained_on``, with
+    ``scale``), the logistic weights, the probability threshold and the ``decision`` rule (:data:`DECISIONS`), and
+    what it was trained on (``trained_on``, with
     the training data's ``fingerprint``). ``finetuned``: the fine-tuned MiniLM whose score is the ``finetuned``
     feature (architecture, context, epochs; once saved, the digest of its files in the folder :func:`files_of`
     the JSON file), ``scorer`` the loaded model."""
@@ -150,6 +158,7 @@ class PtkbModel:
     threshold: float
     trained_on: dict[str, Any]
     finetuned: dict[str, Any] | None = None
+    decision: str = "threshold"
     scorer: Any = field(default=None, compare=False, repr=False)
 
     def probabilities(self, ranker: Ranker, turn: PtkbTurn) -> dict[str, float]:
@@ -171,8 +180,12 @@ class PtkbModel:
         return sorted(self.probabilities(ranker, turn).items(), key=lambda item: (-item[1], item[0]))
 
     def choose(self, ranked: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-        """The statements of :meth:`ranked` whose probability reaches the threshold, most probable first."""
-        return [(key, p) for key, p in ranked if p >= self.threshold]
+        """The statements of :meth:`ranked` whose probability reaches the threshold, most probable first; with
+        ``decision = "at-least-one"``, the most probable where none reaches it."""
+        chosen = [(key, p) for key, p in ranked if p >= self.threshold]
+        if chosen or self.decision == "threshold":
+            return chosen
+        return list(ranked[:1])
 
     def trace(self, stage: str, probabilities: Mapping[str, float]) -> dict[str, Any]:
         """A turn record's ``ptkb_trace``: the stage, every statement's probability and the model's manifest."""
@@ -181,7 +194,7 @@ class PtkbModel:
     def manifest(self) -> dict[str, Any]:
         """What a run's manifest states of the model: features, threshold, training data and its fingerprint,
         the fine-tuned model (with its files' digest) where there is one."""
-        stated = {"features": list(self.features), "threshold": self.threshold,
+        stated = {"features": list(self.features), "threshold": self.threshold, "decision": self.decision,
                   "ranker": f"{self.kind}:{self.model}", "trained_on": self.trained_on}
         return {**stated, "finetuned": self.finetuned} if self.finetuned is not None else stated
 
@@ -222,11 +235,15 @@ class PtkbModel:
                 finetuned = {**finetuned, "architecture": str(finetuned["architecture"]),
                              "digest": str(finetuned["digest"])}
             model = cls(str(data["kind"]), str(data["model"]), tuple(str(f) for f in data["features"]), mean, scale,
-                        coef, float(data["intercept"]), float(data["threshold"]), dict(data["trained_on"]), finetuned)
+                        coef, float(data["intercept"]), float(data["threshold"]), dict(data["trained_on"]), finetuned,
+                        str(data.get("decision", "threshold")))
         except (KeyError, TypeError, ValueError) as err:
             raise IkatError(f"field {err} missing or malformed", path=path, fix=f"re{retrain}") from None
         unknown = [f for f in model.features if f not in ALL_FEATURES]
         sizes = {len(model.features), len(model.mean), len(model.scale), len(model.coef)}
+        if model.decision not in DECISIONS:
+            raise IkatError(f"decision {model.decision!r} is not one of {list(DECISIONS)}", path=path,
+                            fix=f"re{retrain}")
         if unknown or len(sizes) != 1 or 0.0 in model.scale or ("finetuned" in model.features) != bool(finetuned):
             raise IkatError(f"features {unknown or list(model.features)} do not fit the weights", path=path,
                             fix=f"re{retrain}")
@@ -341,22 +358,27 @@ def out_of_fold(data: TrainingData, features: Sequence[str], folds: int, c: floa
     return probabilities
 
 
-def mean_turn_f1(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str], threshold: float) -> float:
-    """The mean over turns of F1 of the statements at or above ``threshold`` (0 where nothing is cited)."""
+def mean_turn_f1(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str], threshold: float,
+                 decision: str = "threshold") -> float:
+    """The mean over turns of F1 of the statements at or above ``threshold`` (0 where nothing is cited), and of the
+    most probable one where none is, with ``decision = "at-least-one"``."""
     scores = []
     for qid in dict.fromkeys(qids):
         rows = np.array([q == qid for q in qids])
         picked, relevant = probabilities[rows] >= threshold, truth[rows] == 1
+        if decision == "at-least-one" and not picked.any():
+            picked[np.argmax(probabilities[rows])] = True
         tp = float((picked & relevant).sum())
         scores.append(2 * tp / (picked.sum() + relevant.sum()) if tp else 0.0)
     return float(np.mean(scores))
 
 
-def best_threshold(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str]) -> float:
-    """The threshold with the best mean per-turn F1 (ties: the higher threshold)."""
+def best_threshold(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str],
+                   decision: str = "threshold") -> float:
+    """The threshold with the best mean per-turn F1 under ``decision`` (ties: the higher threshold)."""
     best, chosen = -1.0, 0.5
     for threshold in sorted({float(p) for p in probabilities}, reverse=True):
-        f1 = mean_turn_f1(probabilities, truth, qids, threshold)
+        f1 = mean_turn_f1(probabilities, truth, qids, threshold, decision)
         if f1 > best:
             best, chosen = f1, threshold
     return chosen
@@ -383,9 +405,10 @@ def finetuned_out_of_fold(data: TrainingData, turns: Mapping[str, PtkbTurn], fin
 
 def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind: str, model: str,
                 features: str = "conversation", folds: int = 5, c: float = 1.0, finetune: str | None = None,
-                epochs: int = 1, seed: int = 0) -> PtkbModel:
+                epochs: int = 1, seed: int = 0, decision: str = "at-least-one") -> PtkbModel:
     """Fit the logistic model on the labelled turns of ``topics`` over the feature set ``features``
-    (:data:`FEATURE_SETS`) and choose its threshold by ``folds``-fold cross-validation grouped by conversation.
+    (:data:`FEATURE_SETS`) and choose its threshold under ``decision`` (:data:`DECISIONS`) by ``folds``-fold
+    cross-validation grouped by conversation.
 
     With ``finetune`` (:data:`FINETUNE`), ``model`` fine-tuned on the labelled pairs for ``epochs`` adds the
     ``finetuned`` feature: the logistic model learns it from each row's out-of-fold score (the model fine-tuned
@@ -398,6 +421,8 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
                         fix=f"use one of {[f for f in FEATURE_SETS if f != 'none']}, or --finetune with none")
     if finetune is not None and finetune not in FINETUNE:
         raise IkatError(f"unknown fine-tuning {finetune!r}", where="--finetune", fix=f"use one of {list(FINETUNE)}")
+    if decision not in DECISIONS:
+        raise IkatError(f"unknown decision {decision!r}", where="--decision", fix=f"use one of {list(DECISIONS)}")
     if finetune and epochs < 1:
         raise IkatError(f"{epochs} epochs: a fine-tuning of no epoch is the base model", where="--epochs",
                         fix="give 1 or more, or --finetune none")
@@ -413,11 +438,11 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
         scorer = FineTuned.train(finetune.split("+")[0], model, pairs, data.truth.tolist(), epochs, seed)
         spec = {"architecture": scorer.architecture, "context": finetune.endswith("+context"), "epochs": epochs,
                 "seed": seed, "base": model}
-    threshold = best_threshold(out_of_fold(data, names, folds, c), data.truth, data.qids)
+    threshold = best_threshold(out_of_fold(data, names, folds, c), data.truth, data.qids, decision)
     scaler, fitted = _fit(data.table, data.truth, [ALL_FEATURES.index(name) for name in names], c)
     trained_on = {"topics": str(topics.path or ""), "fingerprint": data.fingerprint, "feature_set": features,
                   "turns": len(set(data.qids)), "conversations": len(set(data.groups)), "statements": len(data.truth),
                   "relevant": int(data.truth.sum()), "folds": len(cv_folds(data, folds)), "C": c}
     return PtkbModel(kind, model, names, tuple(float(v) for v in scaler.mean_), tuple(float(v) for v in scaler.scale_),
                      tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), threshold, trained_on,
-                     spec, scorer)
+                     spec, decision, scorer)
