@@ -1,19 +1,20 @@
 """The tables of docs/ptkb-classification.md: trained PTKB models against the baselines, with a paired test per turn.
 
 Trains the models on the iKAT 2023 TRAIN topics only (``ptkb_provenance``; threshold by 5-fold cross-validation
-grouped by conversation), first printing the cross-validated choice of the feature set (train only), then reports
-on the 2023 TEST topics (NIST PTKB qrels, binary) and the 2025 test topics (NIST PTKB qrels, grades 0-4, at
-grade >= 1 and >= 2): SetP/SetR/SetF, micro F1, and the two-sided paired t-test (and sign-flip randomization test)
-of the per-turn F1 against the top-3 ranking; then PTKB nDCG@5 of the rankings. Raw utterances (what an automatic
-or interactive system has) and resolved ones (manual).
+grouped by conversation), first printing the cross-validated choices of the feature set and of the decision rule
+(train only), then reports on the 2023 TEST topics (NIST PTKB qrels, binary) and the 2025 test topics (NIST PTKB
+qrels, grades 0-4, at grade >= 1 and >= 2): SetP/SetR/SetF, micro F1, and the two-sided paired t-test (and
+sign-flip randomization test) of the per-turn F1 against the top-3 ranking, each model under both decision rules
+(``ptkb_model.DECISIONS``); then PTKB nDCG@5 of the rankings. Raw utterances (what an automatic or interactive
+system has) and resolved ones (manual).
 
-    python bench/ptkb_model_table.py [--data ../shared/ikat] [--model bundled:minilm] [--finetune cross]
-        [--epochs N] [--models DIR]
+    python bench/ptkb_model_table.py [--data ../shared/ikat] [--model bundled:minilm] [--finetune bi]
+        [--epochs N] [--ft-features conversation] [--models DIR] [--skip-cv] [--kinds raw,manual]
 
 ``--finetune`` adds the model with MiniLM fine-tuned on the train labels (the variant chosen by
-bench/ptkb_finetune_cv.py); ``--models DIR`` keeps it as ``DIR/finetuned-raw.json`` and ``-manual.json`` (with
-their ``.finetuned`` folders) and reuses such files (e.g. written by ``ikatkit train-ptkb-classifier ...
---finetune``) instead of training again. It scores the judged turns only (the measures read no other).
+bench/ptkb_finetune_cv.py); ``--models DIR`` keeps it as ``DIR/finetuned-{raw,manual}-{at-least-one,threshold}.json``
+(with their ``.finetuned`` folders) and reuses such files (e.g. written by ``ikatkit train-ptkb-classifier ...
+--decision D``) instead of training again. It scores the judged turns only (the measures read no other).
 """
 
 from __future__ import annotations
@@ -31,6 +32,52 @@ CANDIDATES = {  # the feature sets compared by cross-validation on train (the ch
     "turn + history + responses": ("score", "gap_to_best", "reciprocal_rank", "recent_gap", "last_response_gap"),
     "every feature": "ALL",
 }
+
+
+def _turn_f1(picked, relevant) -> float:  # noqa: ANN001
+    tp = float((picked & relevant).sum())
+    return 2 * tp / (picked.sum() + relevant.sum()) if tp else 0.0
+
+
+def _expected_f1(p):  # noqa: ANN001, ANN202
+    """The top k with the best expected F1 if the statements' labels were independent with these probabilities
+    (2 * sum of the top k's p / (k + sum of all p), the usual approximation)."""
+    import numpy as np
+
+    order = np.argsort(-p, kind="stable")
+    k = int(np.argmax(2 * np.cumsum(p[order]) / (np.arange(1, len(p) + 1) + p.sum()))) + 1
+    picked = np.zeros(len(p), bool)
+    picked[order[:k]] = True
+    return picked
+
+
+def decisions_cross_validated(train, ranker) -> None:  # noqa: ANN001
+    """Out-of-fold mean per-turn F1 of decision rules over the same out-of-fold probabilities, train only: the
+    threshold (chosen on them), at least one (the most probable where none reaches the threshold; the threshold
+    chosen under that rule), expected F1 (no parameter), relative (p >= r * the turn's best p, r by CV) and top-k
+    (k by CV)."""
+    import numpy as np
+
+    from ikatkit.rank import ptkb_model as pm
+
+    print("\n| utterances | features | threshold | at-least-one | expected F1 | relative (r) | top-k (k) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for kind in ("raw", "manual"):
+        data = pm.training_data(train, train.queries(kind), ranker)
+        turns = [np.array([q == qid for q in data.qids]) for qid in dict.fromkeys(data.qids)]
+        for features in ("turn", "conversation"):
+            oof = pm.out_of_fold(data, pm.FEATURE_SETS[features], 5)
+
+            def mean(rule, oof=oof):  # noqa: ANN001, ANN202
+                return float(np.mean([_turn_f1(rule(oof[rows]), data.truth[rows] == 1) for rows in turns]))
+
+            rules = {d: pm.mean_turn_f1(oof, data.truth, data.qids, pm.best_threshold(oof, data.truth, data.qids, d),
+                                        d) for d in pm.DECISIONS}
+            relative = max((mean(lambda p, r=r: p >= r * p.max()), round(r, 2)) for r in np.arange(0.05, 1.0, 0.05))
+            top = max((mean(lambda p, k=k: np.argsort(np.argsort(-p, kind="stable"), kind="stable") < k), k)
+                      for k in range(1, 6))
+            print(f"| {kind} | {features} | {rules['threshold']:.4f} | {rules['at-least-one']:.4f} | "
+                  f"{mean(_expected_f1):.4f} | {relative[0]:.4f} ({relative[1]}) | {top[0]:.4f} ({top[1]}) |")
 
 
 def cross_validated(train, ranker) -> None:  # noqa: ANN001
@@ -66,7 +113,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--ft-features", default="none", help="the fine-tuned model's other features")
     parser.add_argument("--models", type=Path, help="where the fine-tuned models are kept (default: not kept)")
-    parser.add_argument("--skip-cv", action="store_true", help="leave out the feature sets' cross-validation")
+    parser.add_argument("--skip-cv", action="store_true", help="leave out the cross-validation tables")
     parser.add_argument("--kinds", default="raw,manual", help="the utterances of the tables (default %(default)s)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,7 +123,7 @@ def main() -> None:
     from ikatkit.evaluate.significance import paired_test
     from ikatkit.rank import make_ranker
     from ikatkit.rank.base import PTKB_HISTORY_WEIGHT
-    from ikatkit.rank.ptkb_model import PtkbModel, topic_turns, train_model
+    from ikatkit.rank.ptkb_model import DECISIONS, PtkbModel, topic_turns, train_model
     from ikatkit.rank.standalone import rank_topics_ptkb
     from ikatkit.topics import load_topics
 
@@ -89,18 +136,20 @@ def main() -> None:
         ranker = make_ranker("bi-encoder", args.model, cache_dir=cache)
         if not args.skip_cv:
             cross_validated(train, ranker)
+            decisions_cross_validated(train, ranker)
         for kind in args.kinds.split(","):
-            models = {fs: train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs)
-                      for fs in ("turn", "conversation")}
+            models = {(fs, d): train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs,
+                                           decision=d) for fs in ("turn", "conversation") for d in DECISIONS}
             if args.finetune:
-                kept = (args.models or Path(cache)) / f"finetuned-{kind}.json"
-                if not kept.exists():
-                    train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, args.ft_features,
-                                finetune=args.finetune, epochs=args.epochs).save(kept)
-                models["fine-tuned"] = PtkbModel.load(kept)
-            print(f"\n{kind} utterances; thresholds: " + ", ".join(f"{fs} {m.threshold:.4f} (data "
+                for d in DECISIONS:
+                    kept = (args.models or Path(cache)) / f"finetuned-{kind}-{d}.json"
+                    if not kept.exists():
+                        train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, args.ft_features,
+                                    finetune=args.finetune, epochs=args.epochs, decision=d).save(kept)
+                    models["fine-tuned", d] = PtkbModel.load(kept)
+            print(f"\n{kind} utterances; thresholds: " + ", ".join(f"{fs}, {d} {m.threshold:.4f} (data "
                                                                    f"{m.trained_on['fingerprint']})"
-                                                                   for fs, m in models.items()))
+                                                                   for (fs, d), m in models.items()))
             print("| collection | system | SetP | SetR | SetF | F1_micro | SetF - top-3 | p (t) | p (rand.) |")
             print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
             for name, topics, qrels, rels in collections:
@@ -109,17 +158,16 @@ def main() -> None:
                 history = rank_topics_ptkb(topics, queries, ranker, history_turns=2,
                                            history_weight=PTKB_HISTORY_WEIGHT, history=topics.queries("raw"))
                 turns = {q: t for q, t in topic_turns(topics, queries).items() if q in qrels}
-                ranked = {fs: {q: m.ranked(ranker, t) for q, t in turns.items()} for fs, m in models.items()}
+                # the rules share a model's probabilities (the same fit; only the threshold differs)
+                ranked = {fs: {q: m.ranked(ranker, t) for q, t in turns.items()}
+                          for (fs, d), m in models.items() if d == "threshold"}
+                names = {"turn": "old model (turn features)", "conversation": "new model (conversation)",
+                         "fine-tuned": f"fine-tuned ({args.finetune}, {args.epochs} epochs, + {args.ft_features})"}
                 systems = {"cite all": {q: dict(r) for q, r in plain.items()},
                            "top-1": {q: dict(r[:1]) for q, r in plain.items()},
                            "top-3": {q: dict(r[:3]) for q, r in plain.items()},
-                           "old model (turn features)": {q: dict(models["turn"].choose(r))
-                                                         for q, r in ranked["turn"].items()},
-                           "new model (conversation)": {q: dict(models["conversation"].choose(r))
-                                                        for q, r in ranked["conversation"].items()}}
-                if "fine-tuned" in models:
-                    systems[f"fine-tuned ({args.finetune})"] = {q: dict(models["fine-tuned"].choose(r))
-                                                                for q, r in ranked["fine-tuned"].items()}
+                           **{f"{names[fs]}, {d}": {q: dict(m.choose(r)) for q, r in ranked[fs].items()}
+                              for (fs, d), m in models.items()}}
                 for rel in rels:
                     results = {s: classify_ptkb(cited, qrels, rel, topics) for s, cited in systems.items()}
                     base = results["top-3"]
@@ -136,7 +184,7 @@ def main() -> None:
                 keyed = ptkb_qrels_keys(qrels)
                 orders = {"plain ranking": plain, "rank_ptkb history 2 turns, 0.8": history,
                           "old model": ranked["turn"], "new model": ranked["conversation"]}
-                if "fine-tuned" in models:
+                if "fine-tuned" in ranked:
                     orders["fine-tuned"] = ranked["fine-tuned"]
                 print(f"{name} nDCG@5: " + ", ".join(
                     f"{o} {evaluate_ptkb({q: dict(r) for q, r in lists.items()}, keyed).mean['nDCG@5']:.4f}"

@@ -169,6 +169,35 @@ def test_rank_ptkb_stage_with_history(minilm, ikat2023):
     assert plain[0].ptkb == context[0].ptkb and plain[4].ptkb != context[4].ptkb  # the first turn has no history
 
 
+def test_rank_ptkb_with_earlier_responses(minilm, ikat2023):
+    """``history_responses``: the previous canonical responses join the history texts. The stage, the topic-file
+    ranking (``ikatkit ptkb --history-responses``) and numpy over the model's own normalised embeddings agree:
+    each statement's cosine with the query plus 0.8 x its best cosine with the last 2 responses."""
+    from ikatkit.pipelines.record import records_for
+    from ikatkit.stages.core import RankPtkb
+
+    topics = load_topics(ikat2023 / "test_topics.json")
+    conversation = topics.conversation("9-1")
+    records = [r for r in records_for(topics) if r.qid.startswith("9-1_")][:5]
+    staged = RankPtkb(minilm, k=None, history_responses=2).transform([copy.deepcopy(r) for r in records])
+    whole = rank_topics_ptkb(topics, topics.queries("raw"), minilm, history_responses=2)
+    keys = list(conversation.ptkb)
+    statements = minilm.model.encode([conversation.ptkb[k] for k in keys], normalize_embeddings=True)
+    changed = 0
+    for record, turn in zip(staged, conversation.turns):
+        responses = [t.response for t in conversation.history(turn.turn_id)][-2:]
+        assert all(responses)  # 2023 test turns carry their canonical responses
+        texts = minilm.model.encode([turn.utterance, *responses], normalize_embeddings=True)
+        scores = statements @ texts[0] + (0.8 * (statements @ texts[1:].T).max(axis=1) if responses else 0.0)
+        expected = sorted(zip(keys, scores.tolist()), key=lambda item: (-item[1], item[0]))
+        assert [k for k, _ in record.ptkb] == [k for k, _ in expected] == [k for k, _ in whole[turn.qid]]
+        assert [s for _, s in record.ptkb] == pytest.approx([s for _, s in expected], abs=1e-5)
+        changed += [k for k, _ in record.ptkb] != [k for k, _ in minilm.rank(turn.utterance, dict(conversation.ptkb))]
+    assert changed >= 1  # the responses reorder some turn's statements
+    with pytest.raises(IkatError, match="history_responses and classifier"):
+        RankPtkb.check({"history_responses": 2, "classifier": "model.json"})
+
+
 @pytest.fixture(scope="module")
 def cross_encoder_folder(tmp_path_factory):
     """A cross-encoder built here from the bundled MiniLM with an untrained head: its scores are meaningless, so

@@ -126,6 +126,8 @@ def _add_ptkb(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, help="statements kept per turn (default: all)")
     p.add_argument("--history-turns", type=int, default=0,
                    help="add --history-weight x each statement's best score against the previous N queries")
+    p.add_argument("--history-responses", type=int, default=0,
+                   help="and against the previous N turns' canonical responses (the topics' response)")
     p.add_argument("--history-weight", type=float, default=default(RankPtkb, "history_weight"),
                    help="default: the rank_ptkb stage's, %(default)s")
     p.add_argument("--qrels", help="PTKB qrels: also print nDCG@5, P@5, R@5 and AP")
@@ -143,7 +145,7 @@ def _add_ptkb(sub: argparse._SubParsersAction) -> None:
         topics = load_topics(args.topics)
         queries = queries_for(args.queries, args.topics)
         rankings = rank_topics_ptkb(topics, queries, make_ranker(args.kind, args.model), args.k, args.history_turns,
-                                    args.history_weight)
+                                    args.history_weight, history_responses=args.history_responses)
         run_type = "manual" if args.queries == "manual" else "automatic"
         write_run(ranking_run(args.run_name, run_type, rankings), args.out, "trec")
         print(f"ranked the PTKB statements of {len(rankings)} turns -> {args.out}")

@@ -60,7 +60,8 @@ def rank_ptkb(ranker: capabilities.Ranker, query: str, ptkb: dict[str, str], k: 
               history: Sequence[str] = (), history_weight: float = 0.0) -> list[tuple[str, float]]:
     """A conversation's PTKB statements ``{key: text}`` ranked against ``query`` (ties by key), top ``k``.
 
-    With ``history`` (earlier utterances of the conversation, e.g. the last two) each statement's score adds
+    With ``history`` (earlier utterances or responses of the conversation, e.g. the last two) each statement's
+    score adds
     ``history_weight`` times its best score against any of them: a statement the conversation has been about
     stays relevant (the ``rank_ptkb`` stage's options; figures in bench/tune_ptkb_history.py)."""
     keys = list(ptkb)

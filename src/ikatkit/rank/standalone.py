@@ -40,11 +40,13 @@ def rerank_run(run: Run, queries: dict[str, str], ranker: Ranker, texts: Callabl
 
 def rank_topics_ptkb(topics: Topics, queries: dict[str, str], ranker: Ranker, k: int | None = None,
                      history_turns: int = 0, history_weight: float = PTKB_HISTORY_WEIGHT,
-                     history: dict[str, str] | None = None) -> dict[str, list[tuple[str, float]]]:
+                     history: dict[str, str] | None = None,
+                     history_responses: int = 0) -> dict[str, list[tuple[str, float]]]:
     """``{qid: [(ptkb key, score), ...]}``: each turn's conversation PTKB ranked against its query with
     :func:`rank_ptkb`; the history is the previous ``history_turns`` turns' texts in ``history`` (default: the
     queries themselves, so raw utterances for raw queries, resolved ones for manual queries; the ``rank_ptkb``
-    stage reads raw utterances whatever the query: pass ``topics.queries("raw")``)."""
+    stage reads raw utterances whatever the query: pass ``topics.queries("raw")``), and the previous
+    ``history_responses`` turns' canonical responses (the topics' ``response``; empty ones skipped)."""
     lacking = [qid for qid in topics.qids if qid not in queries]
     if lacking:
         raise IkatError(f"no query for {len(lacking)} of the {len(topics)} turns, e.g. {lacking[:3]}",
@@ -52,9 +54,12 @@ def rank_topics_ptkb(topics: Topics, queries: dict[str, str], ranker: Ranker, k:
     rankings = {}
     for conversation in topics.conversations:
         seen: list[str] = []
+        responses: list[str] = []
         for turn in conversation.turns:
-            past = seen[-history_turns:] if history_turns > 0 else []
+            past = (seen[-history_turns:] if history_turns > 0 else []) + \
+                [r for r in (responses[-history_responses:] if history_responses > 0 else []) if r]
             rankings[turn.qid] = rank_ptkb(ranker, queries[turn.qid], dict(conversation.ptkb), k, past,
                                            history_weight)
             seen.append((history or queries)[turn.qid])
+            responses.append(turn.response or "")
     return rankings

@@ -127,7 +127,10 @@ class RankPtkb(Stage):
     utterances (up to that many) of the conversation, so a statement the conversation is about stays on top.
     With MiniLM-L6, 2 turns and 0.8 were chosen on the 2023 train topics for raw-utterance queries (test, NIST
     PTKB qrels, all statements ranked: nDCG@5 0.6948 -> 0.7548); with resolved utterances history barely helps
-    (bench/tune_ptkb_history.py). With ``classifier`` (a file of ``ikatkit train-ptkb-classifier``) the score is
+    (bench/tune_ptkb_history.py). ``history_responses`` > 0 adds the previous responses (up to that many; the
+    canonical ones of a topic file, the system's own in an interactive run) to those texts: on the 2023 train
+    topics, 2 responses and no utterance at 0.8 ranked best (raw utterances; test nDCG@5 0.7601, see
+    docs/ptkb-classification.md). With ``classifier`` (a file of ``ikatkit train-ptkb-classifier``) the score is
     the trained model's probability (:mod:`ikatkit.rank.ptkb_model`; every statement's is kept in
     ``ptkb_trace``)."""
 
@@ -138,18 +141,21 @@ class RankPtkb(Stage):
     summary_key = "rank_ptkb_model"
 
     def __init__(self, ranker: Ranker, k: int = 3, history_turns: int = 0,
-                 history_weight: float = PTKB_HISTORY_WEIGHT, classifier: str | None = None) -> None:
+                 history_weight: float = PTKB_HISTORY_WEIGHT, classifier: str | None = None,
+                 history_responses: int = 0) -> None:
         from ikatkit.rank.ptkb_model import PtkbModel
 
-        self.check({"history_turns": history_turns, "classifier": classifier})
+        self.check({"history_turns": history_turns, "classifier": classifier, "history_responses": history_responses})
         self.ranker, self.k, self.history_turns, self.history_weight = ranker, k, history_turns, history_weight
+        self.history_responses = history_responses
         self.model = PtkbModel.load(classifier) if classifier else None
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
-        if options.get("classifier") and options.get("history_turns"):
-            raise IkatError("history_turns and classifier both given", where="history_turns",
-                            fix="drop history_turns: the trained model reads the earlier turns itself")
+        for option in ("history_turns", "history_responses"):
+            if options.get("classifier") and options.get(option):
+                raise IkatError(f"{option} and classifier both given", where=option,
+                                fix=f"drop {option}: the trained model reads the earlier turns itself")
 
     @classmethod
     def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
@@ -174,7 +180,9 @@ class RankPtkb(Stage):
                 record.ptkb_trace = self.model.trace(self.name, dict(ranked))
             return records
         for record in records:
-            history = [u for u, _ in record.context_history][-self.history_turns:] if self.history_turns > 0 else []
+            earlier = record.context_history
+            history = [u for u, _ in earlier][-self.history_turns:] if self.history_turns > 0 else []
+            history += [r for _, r in earlier[-self.history_responses:] if r] if self.history_responses > 0 else []
             ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all, self.k, history,
                                self.history_weight)
             record.ptkb = [(key, float(s)) for key, s in ranked]
