@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -227,6 +230,20 @@ def test_a_missing_or_corrupt_model_is_one_clear_error(trained, tmp_path: Path) 
                           f'classifier = "{tmp_path / "absent.json"}"\n')
         with pytest.raises(IkatError, match="PTKB classifier file not found"):
             load_config(config)
+
+
+def test_training_options_that_do_not_go_together_fail_before_any_model_loads(train_slice: Path,
+                                                                              tmp_path: Path) -> None:
+    """One line naming the option, no traceback, and no model loaded first (MiniLM's load prints its progress)."""
+    cases = {("--features", "none", "--finetune", "none"): "--features: the feature set none leaves only",
+             ("--finetune", "bi", "--epochs", "0"): "--epochs: 0 epochs"}
+    for options, message in cases.items():
+        done = subprocess.run([sys.executable, "-m", "ikatkit.cli", "train-ptkb-classifier", str(train_slice),
+                               *options, "--out", str(tmp_path / "m.json")], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert done.returncode != 0 and message in done.stderr, options
+        assert "Traceback" not in done.stderr and "Loading weights" not in done.stderr, done.stderr
+        assert not (tmp_path / "m.json").exists()
 
 
 def test_commands_train_and_classify(trained, train_slice: Path, ranker: Ranker, tmp_path: Path, capsys) -> None:

@@ -9,7 +9,7 @@ from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.topics import QUERY_KINDS
 
 CITE = ("none", "all")
-FEATURES = ("conversation", "turn", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported: it loads torch)
+FEATURES = ("conversation", "turn", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported at start-up)
 FINETUNE = ("bi", "cross", "bi+context", "cross+context")  # ikatkit.rank.ptkb_model.FINETUNE, and none
 DECISIONS = ("at-least-one", "threshold")  # ikatkit.rank.ptkb_model.DECISIONS
 
@@ -57,11 +57,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     def run(args: argparse.Namespace) -> int:
         from ikatkit.pipelines.queries import queries_for
         from ikatkit.rank import make_ranker
-        from ikatkit.rank.ptkb_model import train_model
+        from ikatkit.rank.ptkb_model import check_options, train_model
         from ikatkit.topics import load_topics
 
-        topics = load_topics(args.topics)
         finetune = None if args.finetune == "none" else args.finetune
+        check_options(args.features, finetune, args.epochs, args.decision)
+        topics = load_topics(args.topics)
         trained = train_model(topics, queries_for(args.queries, args.topics), make_ranker("bi-encoder", args.model),
                               "bi-encoder", args.model, args.features, args.folds, finetune=finetune,
                               epochs=args.epochs, decision=args.decision)

@@ -403,6 +403,21 @@ def finetuned_out_of_fold(data: TrainingData, turns: Mapping[str, PtkbTurn], fin
     return pairs, scores
 
 
+def check_options(features: str, finetune: str | None, epochs: int, decision: str) -> None:
+    """One IkatError for training options that do not go together (before any model is loaded)."""
+    if features not in FEATURE_SETS or (features == "none" and not finetune):
+        raise IkatError(f"unknown feature set {features!r}" if features not in FEATURE_SETS else
+                        "the feature set none leaves only a fine-tuned model's score", where="--features",
+                        fix=f"use one of {[f for f in FEATURE_SETS if f != 'none']}, or --finetune with none")
+    if finetune is not None and finetune not in FINETUNE:
+        raise IkatError(f"unknown fine-tuning {finetune!r}", where="--finetune", fix=f"use one of {list(FINETUNE)}")
+    if decision not in DECISIONS:
+        raise IkatError(f"unknown decision {decision!r}", where="--decision", fix=f"use one of {list(DECISIONS)}")
+    if finetune and epochs < 1:
+        raise IkatError(f"{epochs} epochs: a fine-tuning of no epoch is the base model", where="--epochs",
+                        fix="give 1 or more, or --finetune none")
+
+
 def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind: str, model: str,
                 features: str = "conversation", folds: int = 5, c: float = 1.0, finetune: str | None = None,
                 epochs: int = 1, seed: int = 0, decision: str = "at-least-one") -> PtkbModel:
@@ -415,17 +430,7 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
     on the other folds' conversations) and reads, once trained, the score of the model fine-tuned on them all."""
     from ikatkit.rank.ptkb_finetune import FineTuned
 
-    if features not in FEATURE_SETS or (features == "none" and not finetune):
-        raise IkatError(f"unknown feature set {features!r}" if features not in FEATURE_SETS else
-                        "the feature set none leaves only a fine-tuned model's score", where="--features",
-                        fix=f"use one of {[f for f in FEATURE_SETS if f != 'none']}, or --finetune with none")
-    if finetune is not None and finetune not in FINETUNE:
-        raise IkatError(f"unknown fine-tuning {finetune!r}", where="--finetune", fix=f"use one of {list(FINETUNE)}")
-    if decision not in DECISIONS:
-        raise IkatError(f"unknown decision {decision!r}", where="--decision", fix=f"use one of {list(DECISIONS)}")
-    if finetune and epochs < 1:
-        raise IkatError(f"{epochs} epochs: a fine-tuning of no epoch is the base model", where="--epochs",
-                        fix="give 1 or more, or --finetune none")
+    check_options(features, finetune, epochs, decision)
     names = FEATURE_SETS[features] + (("finetuned",) if finetune else ())
     data = training_data(topics, queries, ranker)
     spec, scorer = None, None
