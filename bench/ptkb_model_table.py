@@ -12,15 +12,16 @@ system has) and resolved ones (manual).
         [--epochs N] [--ft-features conversation] [--models DIR] [--skip-cv] [--kinds raw,manual]
 
 ``--finetune`` adds the model with MiniLM fine-tuned on the train labels (the variant chosen by
-bench/ptkb_finetune_cv.py); ``--models DIR`` keeps it as ``DIR/finetuned-{raw,manual}-{at-least-one,threshold}.json``
-(with their ``.finetuned`` folders) and reuses such files (e.g. written by ``ikatkit train-ptkb-classifier ...
---decision D``) instead of training again. It scores the judged turns only (the measures read no other).
+bench/ptkb_finetune_cv.py); ``--models DIR`` keeps it as ``DIR/finetuned-raw.json`` and ``-manual.json`` (with
+their ``.finetuned`` folders) and reuses such files (e.g. written by ``ikatkit train-ptkb-classifier ...``)
+instead of training again. It scores the judged turns only (the measures read no other).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 import tempfile
 from pathlib import Path
 
@@ -32,11 +33,6 @@ CANDIDATES = {  # the feature sets compared by cross-validation on train (the ch
     "turn + history + responses": ("score", "gap_to_best", "reciprocal_rank", "recent_gap", "last_response_gap"),
     "every feature": "ALL",
 }
-
-
-def _turn_f1(picked, relevant) -> float:  # noqa: ANN001
-    tp = float((picked & relevant).sum())
-    return 2 * tp / (picked.sum() + relevant.sum()) if tp else 0.0
 
 
 def _expected_f1(p):  # noqa: ANN001, ANN202
@@ -69,7 +65,7 @@ def decisions_cross_validated(train, ranker) -> None:  # noqa: ANN001
             oof = pm.out_of_fold(data, pm.FEATURE_SETS[features], 5)
 
             def mean(rule, oof=oof):  # noqa: ANN001, ANN202
-                return float(np.mean([_turn_f1(rule(oof[rows]), data.truth[rows] == 1) for rows in turns]))
+                return float(np.mean([pm.turn_f1(rule(oof[rows]), data.truth[rows] == 1) for rows in turns]))
 
             rules = {d: pm.mean_turn_f1(oof, data.truth, data.qids, pm.best_threshold(oof, data.truth, data.qids, d),
                                         d) for d in pm.DECISIONS}
@@ -138,15 +134,20 @@ def main() -> None:
             cross_validated(train, ranker)
             decisions_cross_validated(train, ranker)
         for kind in args.kinds.split(","):
-            models = {(fs, d): train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs,
-                                           decision=d) for fs in ("turn", "conversation") for d in DECISIONS}
+            trained = {fs: train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs)
+                       for fs in ("turn", "conversation")}
             if args.finetune:
-                for d in DECISIONS:
-                    kept = (args.models or Path(cache)) / f"finetuned-{kind}-{d}.json"
-                    if not kept.exists():
-                        train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, args.ft_features,
-                                    finetune=args.finetune, epochs=args.epochs, decision=d).save(kept)
-                    models["fine-tuned", d] = PtkbModel.load(kept)
+                kept = (args.models or Path(cache)) / f"finetuned-{kind}.json"
+                if not kept.exists():
+                    train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, args.ft_features,
+                                finetune=args.finetune, epochs=args.epochs).save(kept)
+                trained["fine-tuned"] = PtkbModel.load(kept)
+                if "thresholds" not in trained["fine-tuned"].trained_on:
+                    raise SystemExit(f"{kept} states no threshold per decision rule (an older file): delete it, or "
+                                     "pass another --models, to train it again")
+            # one fit per model: the rules differ in the threshold alone, each stated in trained_on
+            models = {(fs, d): replace(m, decision=d, threshold=m.trained_on["thresholds"][d])
+                      for fs, m in trained.items() for d in DECISIONS}
             print(f"\n{kind} utterances; thresholds: " + ", ".join(f"{fs}, {d} {m.threshold:.4f} (data "
                                                                    f"{m.trained_on['fingerprint']})"
                                                                    for (fs, d), m in models.items()))
@@ -158,9 +159,7 @@ def main() -> None:
                 history = rank_topics_ptkb(topics, queries, ranker, history_turns=2,
                                            history_weight=PTKB_HISTORY_WEIGHT, history=topics.queries("raw"))
                 turns = {q: t for q, t in topic_turns(topics, queries).items() if q in qrels}
-                # the rules share a model's probabilities (the same fit; only the threshold differs)
-                ranked = {fs: {q: m.ranked(ranker, t) for q, t in turns.items()}
-                          for (fs, d), m in models.items() if d == "threshold"}
+                ranked = {fs: {q: m.ranked(ranker, t) for q, t in turns.items()} for fs, m in trained.items()}
                 names = {"turn": "old model (turn features)", "conversation": "new model (conversation)",
                          "fine-tuned": f"fine-tuned ({args.finetune}, {args.epochs} epochs, + {args.ft_features})"}
                 systems = {"cite all": {q: dict(r) for q, r in plain.items()},

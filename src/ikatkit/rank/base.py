@@ -56,14 +56,21 @@ class Ranker:
         return ranked
 
 
+def history_texts(earlier: Sequence[tuple[str, str]], turns: int, responses: int) -> list[str]:
+    """rank_ptkb's history from the earlier (utterance, response) pairs: the last ``turns`` utterances and the
+    last ``responses`` responses (empty ones skipped)."""
+    return ([u for u, _ in earlier][-turns:] if turns > 0 else []) + \
+        ([r for _, r in earlier[-responses:] if r] if responses > 0 else [])
+
+
 def rank_ptkb(ranker: capabilities.Ranker, query: str, ptkb: dict[str, str], k: int | None = None,
               history: Sequence[str] = (), history_weight: float = 0.0) -> list[tuple[str, float]]:
     """A conversation's PTKB statements ``{key: text}`` ranked against ``query`` (ties by key), top ``k``.
 
-    With ``history`` (earlier utterances or responses of the conversation, e.g. the last two) each statement's
-    score adds
-    ``history_weight`` times its best score against any of them: a statement the conversation has been about
-    stays relevant (the ``rank_ptkb`` stage's options; figures in bench/tune_ptkb_history.py)."""
+    With ``history`` (earlier utterances or responses of the conversation: :func:`history_texts`) each
+    statement's score adds ``history_weight`` times its best score against any of them: a statement the
+    conversation has been about stays relevant (the ``rank_ptkb`` stage's options; figures in
+    bench/tune_ptkb_history.py)."""
     keys = list(ptkb)
     if not history or not history_weight:
         return ranker.rank(query, ptkb, k)

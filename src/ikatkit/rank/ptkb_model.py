@@ -44,7 +44,9 @@ DECISIONS = ("at-least-one", "threshold")
 """How a turn's set is chosen: the statements at or above the threshold (``threshold``), and the most probable
 one where none reaches it (``at-least-one``, the default of training: a turn that cites nothing scores F1 0 whatever
 its labels, so citing the best statement there is never worse on per-turn F1; on the 2023 train topics'
-cross-validation it was as good or better). Files without the field were trained with ``threshold``."""
+cross-validation it was as good or better). Files without the field were trained with ``threshold``. Training
+states each rule's threshold in ``trained_on["thresholds"]`` (the same fit: the rules differ in the threshold
+alone)."""
 FEATURE_SETS = {
     "none": (),  # the fine-tuned model's score alone (with --finetune)
     "turn": ("score", "gap_to_best", "reciprocal_rank"),
@@ -358,6 +360,12 @@ def out_of_fold(data: TrainingData, features: Sequence[str], folds: int, c: floa
     return probabilities
 
 
+def turn_f1(picked: np.ndarray, relevant: np.ndarray) -> float:
+    """F1 of one turn's cited statements (boolean masks): 0 where nothing relevant is cited."""
+    tp = float((picked & relevant).sum())
+    return 2 * tp / (picked.sum() + relevant.sum()) if tp else 0.0
+
+
 def mean_turn_f1(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str], threshold: float,
                  decision: str = "threshold") -> float:
     """The mean over turns of F1 of the statements at or above ``threshold`` (0 where nothing is cited), and of the
@@ -368,8 +376,7 @@ def mean_turn_f1(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[st
         picked, relevant = probabilities[rows] >= threshold, truth[rows] == 1
         if decision == "at-least-one" and not picked.any():
             picked[np.argmax(probabilities[rows])] = True
-        tp = float((picked & relevant).sum())
-        scores.append(2 * tp / (picked.sum() + relevant.sum()) if tp else 0.0)
+        scores.append(turn_f1(picked, relevant))
     return float(np.mean(scores))
 
 
@@ -443,11 +450,13 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
         scorer = FineTuned.train(finetune.split("+")[0], model, pairs, data.truth.tolist(), epochs, seed)
         spec = {"architecture": scorer.architecture, "context": finetune.endswith("+context"), "epochs": epochs,
                 "seed": seed, "base": model}
-    threshold = best_threshold(out_of_fold(data, names, folds, c), data.truth, data.qids, decision)
+    held_out = out_of_fold(data, names, folds, c)
+    thresholds = {rule: best_threshold(held_out, data.truth, data.qids, rule) for rule in DECISIONS}
     scaler, fitted = _fit(data.table, data.truth, [ALL_FEATURES.index(name) for name in names], c)
     trained_on = {"topics": str(topics.path or ""), "fingerprint": data.fingerprint, "feature_set": features,
                   "turns": len(set(data.qids)), "conversations": len(set(data.groups)), "statements": len(data.truth),
-                  "relevant": int(data.truth.sum()), "folds": len(cv_folds(data, folds)), "C": c}
+                  "relevant": int(data.truth.sum()), "folds": len(cv_folds(data, folds)), "C": c,
+                  "thresholds": thresholds}
     return PtkbModel(kind, model, names, tuple(float(v) for v in scaler.mean_), tuple(float(v) for v in scaler.scale_),
-                     tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), threshold, trained_on,
-                     spec, decision, scorer)
+                     tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), thresholds[decision],
+                     trained_on, spec, decision, scorer)

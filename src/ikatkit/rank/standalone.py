@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ikatkit.errors import IkatError
 from ikatkit.capabilities import Ranker
-from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, rank_ptkb
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, history_texts, rank_ptkb
 from ikatkit.rank.rerank import rerank_lists
 from ikatkit.runs.model import Run, ranking_run
 from ikatkit.topics import Topics
@@ -53,13 +53,10 @@ def rank_topics_ptkb(topics: Topics, queries: dict[str, str], ranker: Ranker, k:
                         where="--queries", fix="pass a query file with a line for every turn")
     rankings = {}
     for conversation in topics.conversations:
-        seen: list[str] = []
-        responses: list[str] = []
+        earlier: list[tuple[str, str]] = []
         for turn in conversation.turns:
-            past = (seen[-history_turns:] if history_turns > 0 else []) + \
-                [r for r in (responses[-history_responses:] if history_responses > 0 else []) if r]
+            past = history_texts(earlier, history_turns, history_responses)
             rankings[turn.qid] = rank_ptkb(ranker, queries[turn.qid], dict(conversation.ptkb), k, past,
                                            history_weight)
-            seen.append((history or queries)[turn.qid])
-            responses.append(turn.response or "")
+            earlier.append(((history or queries)[turn.qid], turn.response or ""))
     return rankings

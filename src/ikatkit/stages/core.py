@@ -20,7 +20,7 @@ from ikatkit.pipelines.base import (Placement, Stage, candidate_key, chat, check
                                     prompt_context, query_of, reject, top_text)
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.pipelines.registry import STAGES, register  # noqa: F401  (STAGES: importable here as before)
-from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, rank_ptkb
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, history_texts, rank_ptkb
 from ikatkit.retrieve import fusion
 
 
@@ -180,9 +180,7 @@ class RankPtkb(Stage):
                 record.ptkb_trace = self.model.trace(self.name, dict(ranked))
             return records
         for record in records:
-            earlier = record.context_history
-            history = [u for u, _ in earlier][-self.history_turns:] if self.history_turns > 0 else []
-            history += [r for _, r in earlier[-self.history_responses:] if r] if self.history_responses > 0 else []
+            history = history_texts(record.context_history, self.history_turns, self.history_responses)
             ranked = rank_ptkb(self.ranker, record.query or record.utterance, record.ptkb_all, self.k, history,
                                self.history_weight)
             record.ptkb = [(key, float(s)) for key, s in ranked]
