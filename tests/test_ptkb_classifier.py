@@ -21,7 +21,7 @@ from ikatkit.pipelines import load_config
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.runner import run_pipeline
 from ikatkit.stages.core import ClassifyPtkb, RankPtkb
-from ikatkit.rank.base import Ranker
+from ikatkit.rank.base import Ranker, history_texts, rank_ptkb
 from ikatkit.rank.ptkb_model import (ALL_FEATURES, FEATURE_SETS, PtkbModel, PtkbTurn, best_threshold, cv_folds,
                                      feature_table, mean_turn_f1, out_of_fold, topic_turns, train_model,
                                      training_data)
@@ -59,9 +59,9 @@ def test_training_is_deterministic_and_round_trips(trained, train_slice: Path, r
     topics = load_topics(train_slice)
     again = train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", folds=2)
     assert again == model and PtkbModel.load(path) == model
-    assert model.features == FEATURE_SETS["conversation"] and 0 < model.threshold < 1
+    assert model.features == FEATURE_SETS["responses"] and 0 < model.threshold < 1
     on = model.trained_on
-    assert (on["conversations"], on["folds"], on["feature_set"]) == (4, 2, "conversation")
+    assert (on["conversations"], on["folds"], on["feature_set"]) == (4, 2, "responses")
     assert on["turns"] == len(topics.ptkb_qrels()) and on["relevant"] == sum(
         sum(labels.values()) for labels in topics.ptkb_qrels().values())
     # the training data's fingerprint follows the queries
@@ -113,6 +113,14 @@ def test_features_by_hand() -> None:
     assert column["response_gap"] == pytest.approx([0.0, -0.9, -0.8])  # the empty response is skipped
     history = [0.3 + 0.8 * 0.5, 0.2 + 0.8 * 0.4, 0.6 + 0.8 * 0.3]  # rank_ptkb's score with 2 history turns
     assert column["history_gap"] == pytest.approx([h - max(history) for h in history])
+    # rank_ptkb's ranking with the last 2 responses: r1 alone (the second is empty), at 0.8
+    ranked = [0.3 + 0.8 * 0.9, 0.2 + 0.8 * 0.0, 0.6 + 0.8 * 0.1]
+    assert column["ranked_score"] == pytest.approx(ranked) and column["ranked_rank"] == [1.0, 1 / 3, 0.5]
+    assert column["ranked_gap"] == pytest.approx([r - max(ranked) for r in ranked])
+    stage = dict(rank_ptkb(ranker, "now", ptkb, history=history_texts(turn.history, 0, 2), history_weight=0.8))
+    assert [stage[key] for key in keys] == pytest.approx(column["ranked_score"])
+    _, other = feature_table(ranker, turn, ranked=(1, 0.5))  # the last response alone: empty, so the query's
+    assert other[:, ALL_FEATURES.index("ranked_score")].tolist() == column["score"]
 
 
 def _hand_model(path: Path) -> PtkbModel:

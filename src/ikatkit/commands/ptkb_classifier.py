@@ -9,7 +9,7 @@ from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.topics import QUERY_KINDS
 
 CITE = ("none", "all")
-FEATURES = ("conversation", "turn", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported at start-up)
+FEATURES = ("responses", "conversation", "turn", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported)
 FINETUNE = ("bi", "cross", "bi+context", "cross+context")  # ikatkit.rank.ptkb_model.FINETUNE, and none
 DECISIONS = ("at-least-one", "threshold")  # ikatkit.rank.ptkb_model.DECISIONS
 
@@ -36,16 +36,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("topics", help="topic JSON whose turns carry ptkb_provenance (train topics only)")
     p.add_argument("--model", default=DEFAULT_ENCODER, help="bi-encoder model (default %(default)s)")
     _ranker_options(p)
-    p.add_argument("--features", choices=FEATURES, default="conversation",
-                   help="conversation: the query's and the conversation's scores (default); turn: the query's "
+    p.add_argument("--features", choices=FEATURES, default="responses",
+                   help="responses: the score, gap to the best and 1/rank of rank_ptkb's ranking with the last 2 "
+                        "responses, and the conversation's scores (default, chosen by cross-validation on the 2023 "
+                        "train topics); conversation: the same with the query's own ranking; turn: the query's "
                         "score, gap to the best and 1/rank only (the first classifier); none: the fine-tuned "
                         "model's score alone (with --finetune)")
-    p.add_argument("--finetune", choices=(*FINETUNE, "none"), default="bi",
+    p.add_argument("--finetune", choices=(*FINETUNE, "none"), default="none",
                    help="also fine-tune the model on the labelled (turn, statement) pairs, as a bi-encoder or a "
                         "cross-encoder reading the query (+context: after the opening and the last 2 earlier "
                         "utterances), and add its score as a feature; its files go to OUT.finetuned/ beside OUT "
-                        "(default %(default)s, chosen by cross-validation on the 2023 train topics; none: no "
-                        "fine-tuning, a minute's training)")
+                        "(default %(default)s: no fine-tuning, a minute's training; bi: six fine-tunings)")
     p.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default %(default)s)")
     p.add_argument("--decision", choices=DECISIONS, default="at-least-one",
                    help="a turn's set: the statements at or above the threshold, and the most probable one where "

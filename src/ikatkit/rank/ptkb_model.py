@@ -2,16 +2,18 @@
 
 Each statement of a turn gets features from a ranker's scores (the bi-encoder's cosines) of the statement against
 the turn's query, against every earlier utterance of the conversation (the opening one, the mean over the turns so
-far, the best of them), against the earlier responses, and from the rankings of the earlier turns (how often the
-statement was among a turn's top 3, whether it led one): "I eat dinner late at night" matters to every turn of an
-acid-reflux conversation whatever the turn's words. Everything comes from what a turn record carries (query,
+far, the best of them), against the earlier responses (``ranked_*``: rank_ptkb's ranking with the last 2
+responses), and from the rankings of the earlier turns (how often the statement was among a turn's top 3, whether
+it led one): "I eat dinner late at night" matters to every turn of an acid-reflux conversation whatever the turn's
+words. Everything comes from what a turn record carries (query,
 previous utterances and responses, the PTKB), so the model works on topic files and interactively alike.
 
 A logistic model (scikit-learn) over standardised features is trained on turns whose ``ptkb_provenance`` labels
 them (the 2023 train topics: the organizers' labels); the probability threshold is chosen by cross-validation
 grouped by conversation (best mean per-turn F1 of the out-of-fold probabilities), under the model's decision
-rule (:data:`DECISIONS`). ``features = "turn"`` keeps
-the first classifier's three features (score, gap to the turn's best, 1 / rank). The trained model is a small JSON
+rule (:data:`DECISIONS`). ``features = "responses"`` (the default) reads rank_ptkb's ranking with the last 2
+responses and the conversation; ``"turn"`` keeps the first classifier's three features (score, gap to the
+turn's best, 1 / rank). The trained model is a small JSON
 file; using it needs no scikit-learn. ``rank_ptkb`` ranks by its probabilities, ``classify_ptkb`` keeps those at
 or above its threshold, and at least the most probable with ``decision = "at-least-one"``
 (docs/ptkb-classification.md).
@@ -30,16 +32,20 @@ import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.capabilities import Ranker
-from ikatkit.rank.base import PTKB_HISTORY_WEIGHT
+from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, history_texts
 from ikatkit.topics import Topics
 
 FORMAT = "ikatkit-ptkb-model-v2"
 TOP = 3  # a statement "among a turn's top statements" (persistence)
 RECENT = 2  # the earlier utterances of "recent_gap" (rank_ptkb's history_turns for raw utterances)
+RANKED = (2, PTKB_HISTORY_WEIGHT)
+"""The ``ranked_*`` features' (responses, weight): rank_ptkb's ranking with ``history_responses = 2`` at the
+default ``history_weight``, the setting chosen on the 2023 train topics (bench/tune_ptkb_history.py)."""
 ALL_FEATURES = ("score", "gap_to_best", "reciprocal_rank", "score_z", "conversation", "conversation_gap",
                 "conversation_rank", "opening_gap", "best_turn_gap", "recent_gap", "history_gap",
                 "history_rank", "response_gap",
-                "last_response_gap", "persistence", "led_before", "finetuned")
+                "last_response_gap", "persistence", "led_before", "ranked_score", "ranked_gap", "ranked_rank",
+                "finetuned")
 DECISIONS = ("at-least-one", "threshold")
 """How a turn's set is chosen: the statements at or above the threshold (``threshold``), and the most probable
 one where none reaches it (``at-least-one``, the default of training: a turn that cites nothing scores F1 0 whatever
@@ -52,6 +58,10 @@ FEATURE_SETS = {
     "turn": ("score", "gap_to_best", "reciprocal_rank"),
     "conversation": ("score", "gap_to_best", "reciprocal_rank", "conversation_gap", "conversation_rank",
                      "persistence"),
+    # the default: "conversation" with the turn's three features read from rank_ptkb's ranking with the last 2
+    # responses (chosen by nested cross-validation on train: docs/ptkb-classification.md)
+    "responses": ("ranked_score", "ranked_gap", "ranked_rank", "conversation_gap", "conversation_rank",
+                  "persistence"),
 }
 
 
@@ -88,6 +98,14 @@ def _reciprocal_ranks(values: np.ndarray) -> np.ndarray:
     return 1.0 / ranks
 
 
+def _best_against(ranker: Ranker, sources: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+    """Each text's best score against any of ``sources`` (0 without any)."""
+    if not sources:
+        return np.zeros(len(texts))
+    scores = ranker.score([(source, text) for source in sources for text in texts])
+    return np.array(scores, dtype=float).reshape(len(sources), len(texts)).max(axis=0)
+
+
 def finetuned_pairs(turn: PtkbTurn, context: bool) -> list[tuple[str, str]]:
     """The (turn text, statement) pairs a fine-tuned model scores, in the PTKB's order."""
     from ikatkit.rank.ptkb_finetune import turn_text
@@ -96,9 +114,11 @@ def finetuned_pairs(turn: PtkbTurn, context: bool) -> list[tuple[str, str]]:
     return [(text, statement) for statement in turn.ptkb.values()]
 
 
-def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
+def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None = None,
+                  ranked: tuple[int, float] = RANKED) -> tuple[list[str], np.ndarray]:
     """The statements' keys and one row of :data:`ALL_FEATURES` per statement, in the PTKB's order;
-    ``finetuned``: the fine-tuned model's scores of the statements (else that column is 0)."""
+    ``finetuned``: the fine-tuned model's scores of the statements (else that column is 0); ``ranked``: the
+    (responses, weight) of the ``ranked_*`` features (:data:`RANKED`; another only to cross-validate it)."""
     keys = list(turn.ptkb)
     if not keys:
         return [], np.zeros((0, len(ALL_FEATURES)))
@@ -115,6 +135,8 @@ def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None =
     last_response = scores[-1] if responses else np.zeros(len(keys))
     recent = so_far[-1 - RECENT:-1].max(axis=0) if utterances else np.zeros(len(keys))
     history = query + PTKB_HISTORY_WEIGHT * recent  # rank_ptkb's score with history_turns = 2
+    responses_of_ranking, weight = ranked
+    ranking = query + weight * _best_against(ranker, history_texts(turn.history, 0, responses_of_ranking), texts)
     spread = float(query.std())
     top = np.array([_reciprocal_ranks(row) >= 1.0 / TOP for row in so_far])
     led = np.array([_reciprocal_ranks(row) == 1.0 for row in so_far[:-1]]).any(axis=0) if utterances \
@@ -136,6 +158,9 @@ def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None =
         "last_response_gap": last_response - last_response.max(),
         "persistence": top.mean(axis=0),
         "led_before": led.astype(float),
+        "ranked_score": ranking,
+        "ranked_gap": ranking - ranking.max(),
+        "ranked_rank": _reciprocal_ranks(ranking),
         "finetuned": finetuned if finetuned is not None else np.zeros(len(keys)),
     }
     return keys, np.column_stack([columns[name] for name in ALL_FEATURES])
@@ -306,9 +331,11 @@ class TrainingData:
     fingerprint: str
 
 
-def training_data(topics: Topics, queries: Mapping[str, str], ranker: Ranker) -> TrainingData:
-    """The rows of the turns of ``topics`` whose ``ptkb_provenance`` cites statements (their labels: cited or not);
-    the fingerprint covers the topics file and the queries (what the rows are computed from)."""
+def training_data(topics: Topics, queries: Mapping[str, str], ranker: Ranker,
+                  ranked: tuple[int, float] = RANKED) -> TrainingData:
+    """The rows of the turns of ``topics`` whose ``ptkb_provenance`` cites statements (their labels: cited or not;
+    ``ranked``: as in :func:`feature_table`); the fingerprint covers the topics file and the queries (what the
+    rows are computed from)."""
     from ikatkit.digest import file_digest, json_digest
 
     labels = topics.ptkb_qrels()
@@ -318,7 +345,7 @@ def training_data(topics: Topics, queries: Mapping[str, str], ranker: Ranker) ->
     turns = topic_turns(topics, queries)
     tables, truth, qids, groups = [], [], [], []
     for qid in labels:
-        keys, table = feature_table(ranker, turns[qid])
+        keys, table = feature_table(ranker, turns[qid], ranked=ranked)
         tables.append(table)
         truth += [labels[qid][key] for key in keys]
         qids += [qid] * len(keys)
@@ -426,7 +453,7 @@ def check_options(features: str, finetune: str | None, epochs: int, decision: st
 
 
 def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind: str, model: str,
-                features: str = "conversation", folds: int = 5, c: float = 1.0, finetune: str | None = None,
+                features: str = "responses", folds: int = 5, c: float = 1.0, finetune: str | None = None,
                 epochs: int = 1, seed: int = 0, decision: str = "at-least-one") -> PtkbModel:
     """Fit the logistic model on the labelled turns of ``topics`` over the feature set ``features``
     (:data:`FEATURE_SETS`) and choose its threshold under ``decision`` (:data:`DECISIONS`) by ``folds``-fold
