@@ -32,7 +32,13 @@ CANDIDATES = {  # the feature sets compared by cross-validation on train (the ch
     "turn + history": ("score", "gap_to_best", "reciprocal_rank", "history_gap", "history_rank"),
     "turn + history + responses": ("score", "gap_to_best", "reciprocal_rank", "recent_gap", "last_response_gap"),
     "every feature": "ALL",
+    "responses": ("ranked_score", "ranked_gap", "ranked_rank", "conversation_gap", "conversation_rank",
+                  "persistence"),
+    "ranked only": ("ranked_score", "ranked_gap", "ranked_rank"),
 }
+RANKED_GRID = tuple((r, round(0.1 * w, 1)) for r in (1, 2, 3) for w in range(1, 11))
+"""The (responses, weight) of the ranked_* features chosen inside each fold (nested: bench/tune_ptkb_history.py
+chose (2, 0.8) on every train turn, so the held-out fold must not see that choice)."""
 
 
 def _expected_f1(p):  # noqa: ANN001, ANN202
@@ -76,29 +82,71 @@ def decisions_cross_validated(train, ranker) -> None:  # noqa: ANN001
                   f"{mean(_expected_f1):.4f} | {relative[0]:.4f} ({relative[1]}) | {top[0]:.4f} ({top[1]}) |")
 
 
-def cross_validated(train, ranker) -> None:  # noqa: ANN001
-    """Out-of-fold SetF (at the out-of-fold threshold) and nDCG@5 of each candidate feature set, train only."""
+def _ndcg(scores, data, rows) -> float:  # noqa: ANN001
+    """nDCG@5 of the rows' scores, each row's turn ranked against its labels."""
+    from ikatkit.evaluate.ptkb import evaluate_ptkb
+
+    ranks: dict[str, dict[str, float]] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for i in rows:
+        ranks.setdefault(data.qids[i], {})[str(i)] = float(scores[i])
+        qrels.setdefault(data.qids[i], {})[str(i)] = int(data.truth[i])
+    return evaluate_ptkb(ranks, qrels).mean["nDCG@5"]
+
+
+def nested_out_of_fold(tables, features, folds: int = 5):  # noqa: ANN001, ANN201
+    """Each row's out-of-fold probability, the ranked_* features' (responses, weight) chosen on the fold's training
+    rows alone (the best nDCG@5 of rank_ptkb's ranking there; ties: the lower weight, then fewer responses), and
+    the settings chosen."""
     import numpy as np
 
-    from ikatkit.evaluate.ptkb import evaluate_ptkb
+    from ikatkit.rank import ptkb_model as pm
+
+    first = tables[RANKED_GRID[0]]
+    columns = [pm.ALL_FEATURES.index(name) for name in features]
+    score = pm.ALL_FEATURES.index("ranked_score")
+    probabilities, chosen = np.zeros(len(first.truth)), []
+    for train_rows, held_out in pm.cv_folds(first, folds):
+        setting = max(RANKED_GRID, key=lambda g: (_ndcg(tables[g].table[:, score], tables[g], train_rows), -g[1],
+                                                  -g[0]))
+        chosen.append(setting)
+        table = tables[setting].table
+        scaler, fitted = pm._fit(table[train_rows], first.truth[train_rows], columns, 1.0)
+        probabilities[held_out] = fitted.predict_proba(scaler.transform(table[held_out][:, columns]))[:, 1]
+    return probabilities, chosen
+
+
+def cross_validated(train, ranker) -> None:  # noqa: ANN001
+    """Out-of-fold SetF (at the out-of-fold threshold) and nDCG@5 of each candidate feature set, train only; the
+    sets with ranked_* features nested (:func:`nested_out_of_fold`)."""
+    import numpy as np
+
     from ikatkit.rank import ptkb_model as pm
 
     print("| feature set | raw CV SetF | raw CV nDCG@5 | resolved CV SetF | resolved CV nDCG@5 | mean |")
     print("| --- | --- | --- | --- | --- | --- |")
-    data = {kind: pm.training_data(train, train.queries(kind), ranker) for kind in ("raw", "manual")}
+    tables = {kind: {g: pm.training_data(train, train.queries(kind), ranker, ranked=g) for g in RANKED_GRID}
+              for kind in ("raw", "manual")}
+    settings, least = {}, {}
     for name, features in CANDIDATES.items():
         figures = []
-        for found in data.values():
-            oof = pm.out_of_fold(found, pm.ALL_FEATURES if features == "ALL" else features, 5)
+        for kind, by_setting in tables.items():
+            found = by_setting[pm.RANKED]
+            names = pm.ALL_FEATURES if features == "ALL" else features
+            if any(f.startswith("ranked_") for f in names):
+                oof, settings[kind] = nested_out_of_fold(by_setting, names)
+            else:
+                oof = pm.out_of_fold(found, names, 5)
             figures.append(pm.mean_turn_f1(oof, found.truth, found.qids, pm.best_threshold(oof, found.truth,
                                                                                            found.qids)))
-            ranks: dict[str, dict[str, float]] = {}
-            qrels: dict[str, dict[str, int]] = {}
-            for i, qid in enumerate(found.qids):
-                ranks.setdefault(qid, {})[str(i)] = float(oof[i])
-                qrels.setdefault(qid, {})[str(i)] = int(found.truth[i])
-            figures.append(evaluate_ptkb(ranks, qrels).mean["nDCG@5"])
+            figures.append(_ndcg(oof, found, range(len(oof))))
+            if name == "responses":
+                rule = "at-least-one"
+                least[kind] = pm.mean_turn_f1(oof, found.truth, found.qids,
+                                              pm.best_threshold(oof, found.truth, found.qids, rule), rule)
         print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in figures) + f" | {np.mean(figures):.4f} |")
+    print("ranked_* (responses, weight) chosen per fold: " + "; ".join(f"{k} {v}" for k, v in settings.items()))
+    print("responses, CV SetF under at-least-one: " + ", ".join(f"{k} {v:.4f}" for k, v in least.items()))
 
 
 def main() -> None:
@@ -135,7 +183,7 @@ def main() -> None:
             decisions_cross_validated(train, ranker)
         for kind in args.kinds.split(","):
             trained = {fs: train_model(train, train.queries(kind), ranker, "bi-encoder", args.model, fs)
-                       for fs in ("turn", "conversation")}
+                       for fs in ("turn", "conversation", "responses")}
             if args.finetune:
                 kept = (args.models or Path(cache)) / f"finetuned-{kind}.json"
                 if not kept.exists():
@@ -158,13 +206,17 @@ def main() -> None:
                 plain = rank_topics_ptkb(topics, queries, ranker)
                 history = rank_topics_ptkb(topics, queries, ranker, history_turns=2,
                                            history_weight=PTKB_HISTORY_WEIGHT, history=topics.queries("raw"))
+                responses = rank_topics_ptkb(topics, queries, ranker, history_responses=2,
+                                             history_weight=PTKB_HISTORY_WEIGHT)
                 turns = {q: t for q, t in topic_turns(topics, queries).items() if q in qrels}
                 ranked = {fs: {q: m.ranked(ranker, t) for q, t in turns.items()} for fs, m in trained.items()}
-                names = {"turn": "old model (turn features)", "conversation": "new model (conversation)",
+                names = {"turn": "old model (turn features)", "conversation": "conversation model",
+                         "responses": "responses model",
                          "fine-tuned": f"fine-tuned ({args.finetune}, {args.epochs} epochs, + {args.ft_features})"}
                 systems = {"cite all": {q: dict(r) for q, r in plain.items()},
                            "top-1": {q: dict(r[:1]) for q, r in plain.items()},
                            "top-3": {q: dict(r[:3]) for q, r in plain.items()},
+                           "rank_ptkb 2 responses, top-3": {q: dict(r[:3]) for q, r in responses.items()},
                            **{f"{names[fs]}, {d}": {q: dict(m.choose(r)) for q, r in ranked[fs].items()}
                               for (fs, d), m in models.items()}}
                 for rel in rels:
@@ -182,7 +234,8 @@ def main() -> None:
                               f"{m[f] - base.mean[f]:+.4f} | {tests[0]} | {tests[1]} |")
                 keyed = ptkb_qrels_keys(qrels)
                 orders = {"plain ranking": plain, "rank_ptkb history 2 turns, 0.8": history,
-                          "old model": ranked["turn"], "new model": ranked["conversation"]}
+                          "rank_ptkb 2 responses, 0.8": responses, "old model": ranked["turn"],
+                          "conversation model": ranked["conversation"], "responses model": ranked["responses"]}
                 if "fine-tuned" in ranked:
                     orders["fine-tuned"] = ranked["fine-tuned"]
                 print(f"{name} nDCG@5: " + ", ".join(

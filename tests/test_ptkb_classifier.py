@@ -271,3 +271,12 @@ def test_commands_train_and_classify(trained, train_slice: Path, ranker: Ranker,
     for qid, scores in chosen.items():  # those at or above the threshold, or the most probable alone
         above = {k for k, p in probabilities[qid].items() if p >= model.threshold}
         assert set(scores) == (above or {max(probabilities[qid], key=probabilities[qid].get)}), qid
+
+
+def test_the_commands_choices_are_the_models() -> None:
+    """The command line names its choices without importing the model at start-up: they must stay the same."""
+    from ikatkit.commands import ptkb_classifier as command
+    from ikatkit.rank import ptkb_model
+
+    assert set(command.FEATURES) == set(ptkb_model.FEATURE_SETS) and command.FINETUNE == ptkb_model.FINETUNE
+    assert command.DECISIONS == ptkb_model.DECISIONS
