@@ -5,18 +5,17 @@ the turn's query, against every earlier utterance of the conversation (the openi
 far, the best of them), against the earlier responses (``ranked_*``: rank_ptkb's ranking with the last 2
 responses), and from the rankings of the earlier turns (how often the statement was among a turn's top 3, whether
 it led one): "I eat dinner late at night" matters to every turn of an acid-reflux conversation whatever the turn's
-words. Everything comes from what a turn record carries (query,
-previous utterances and responses, the PTKB), so the model works on topic files and interactively alike.
+words. Everything comes from what a turn record carries (query, previous utterances and responses, the PTKB), so
+the model works on topic files and interactively alike.
 
 A logistic model (scikit-learn) over standardised features is trained on turns whose ``ptkb_provenance`` labels
 them (the 2023 train topics: the organizers' labels); the probability threshold is chosen by cross-validation
 grouped by conversation (best mean per-turn F1 of the out-of-fold probabilities), under the model's decision
 rule (:data:`DECISIONS`). ``features = "responses"`` (the default) reads rank_ptkb's ranking with the last 2
-responses and the conversation; ``"turn"`` keeps the first classifier's three features (score, gap to the
-turn's best, 1 / rank). The trained model is a small JSON
-file; using it needs no scikit-learn. ``rank_ptkb`` ranks by its probabilities, ``classify_ptkb`` keeps those at
-or above its threshold, and at least the most probable with ``decision = "at-least-one"``
-(docs/ptkb-classification.md).
+responses and the conversation; ``"turn"`` keeps the first classifier's three features (score, gap to the turn's
+best, 1 / rank). The trained model is a small JSON file; using it needs no scikit-learn. ``rank_ptkb`` ranks by
+its probabilities, ``classify_ptkb`` keeps those at or above its threshold, and at least the most probable with
+``decision = "at-least-one"`` (docs/ptkb-classification.md).
 """
 
 from __future__ import annotations
