@@ -217,7 +217,10 @@ def test_a_missing_or_corrupt_model_is_one_clear_error(trained, tmp_path: Path) 
              "old format": (json.dumps({"format": "ikatkit-ptkb-classifier-v1"}), "not a ikatkit-ptkb-model-v2"),
              "field missing": (json.dumps({"format": "ikatkit-ptkb-model-v2"}), "field 'mean' missing or malformed"),
              "weights do not fit": (json.dumps({**json.loads(path.read_text()), "coef": [1.0]}),
-                                    "do not fit the weights")}
+                                    "do not fit the weights"),
+             "another ranked_* setting": (json.dumps({**json.loads(path.read_text()), "trained_on": {
+                 **model.trained_on, "ranked": [3, 0.5]}}), r"ranked_\* features of \(responses, weight\) \[3, 0.5\]")}
+    assert model.trained_on["ranked"] == [2, 0.8]
     for name, (content, message) in cases.items():
         if isinstance(content, Path):
             target = content
