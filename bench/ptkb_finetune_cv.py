@@ -1,6 +1,7 @@
 """Cross-validation on the 2023 TRAIN topics only: MiniLM fine-tuned on the PTKB labels (bi- or cross-encoder, with
 or without the conversation's earlier utterances, after 1-4 epochs), its score alone or beside the conversation
-features of ikatkit.rank.ptkb_model, against the logistic models of the last round.
+features of ikatkit.rank.ptkb_model (``--features responses``: beside the responses features, cross-validated
+nested as in bench/ptkb_model_table.py), against the logistic models of the last round.
 
 5-fold cross-validation grouped by conversation (the folds of ``ptkb_model.cv_folds``): each fold's model is
 fine-tuned on the other folds' conversations and scores the held-out ones. Figures: out-of-fold mean per-turn
@@ -10,17 +11,22 @@ features and the out-of-fold fine-tuned score, cross-validated on the same folds
 from the other folds' fine-tuned models, which saw the held-out fold's labels: a mild leak, stated).
 
     python bench/ptkb_finetune_cv.py [--data ../shared/ikat] [--variants bi,bi+context,cross,cross+context]
+        [--kinds raw,manual] [--features conversation|responses]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 EPOCHS = 4
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ptkb_model_table import RANKED_GRID, nested_out_of_fold  # noqa: E402
 
 
 def figures(scores, data) -> tuple[float, float]:  # noqa: ANN001
@@ -37,12 +43,15 @@ def figures(scores, data) -> tuple[float, float]:  # noqa: ANN001
     return setf, evaluate_ptkb(ranks, qrels).mean["nDCG@5"]
 
 
-def stacked(data, extra):  # noqa: ANN001, ANN201
-    """Out-of-fold probabilities of a logistic model over the conversation features and the column ``extra``."""
+def stacked(data, extra, tables=None):  # noqa: ANN001, ANN201
+    """Out-of-fold probabilities of a logistic model over the conversation features and the column ``extra``;
+    with ``tables`` (the training data per ranked_* setting) over the responses features, nested."""
     import numpy as np
 
     from ikatkit.rank import ptkb_model as pm
 
+    if tables is not None:
+        return nested_out_of_fold(tables, pm.FEATURE_SETS["responses"], 5, extra)[0]
     columns = [pm.ALL_FEATURES.index(n) for n in pm.FEATURE_SETS["conversation"]]
     table = np.column_stack([data.table[:, columns], extra])
     probabilities = np.zeros(len(data.truth))
@@ -57,6 +66,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/ikat")
     parser.add_argument("--variants", default="bi,bi+context,cross,cross+context")
     parser.add_argument("--kinds", default="raw,manual")
+    parser.add_argument("--features", choices=("conversation", "responses"), default="conversation",
+                        help="the features beside the fine-tuned score (default %(default)s)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import numpy as np
@@ -76,6 +87,11 @@ def main() -> None:
             for name in ("turn", "conversation"):
                 results.setdefault(f"logistic {name}", []).extend(
                     figures(pm.out_of_fold(data, pm.FEATURE_SETS[name], 5), data))
+            tables = None
+            if args.features == "responses":
+                tables = {g: pm.training_data(train, train.queries(kind), ranker, ranked=g) for g in RANKED_GRID}
+                results.setdefault("logistic responses (nested)", []).extend(
+                    figures(nested_out_of_fold(tables, pm.FEATURE_SETS["responses"])[0], data))
             for variant in args.variants.split(","):
                 architecture, context = variant.split("+")[0], variant.endswith("+context")
                 pairs = []
@@ -94,7 +110,7 @@ def main() -> None:
                 print(f"{kind} {variant}: {time.perf_counter() - started:.0f} s", flush=True)
                 for epoch in range(EPOCHS):
                     alone = figures(oof[epoch], data)
-                    both = figures(stacked(data, oof[epoch]), data)
+                    both = figures(stacked(data, oof[epoch], tables), data)
                     results.setdefault(f"{variant}, {epoch + 1} ep", []).extend(alone)
                     results.setdefault(f"{variant}, {epoch + 1} ep + features", []).extend(both)
                     print(f"  {epoch + 1} ep: alone SetF {alone[0]:.4f} nDCG@5 {alone[1]:.4f}; + features SetF "

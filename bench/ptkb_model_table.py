@@ -94,10 +94,10 @@ def _ndcg(scores, data, rows) -> float:  # noqa: ANN001
     return evaluate_ptkb(ranks, qrels).mean["nDCG@5"]
 
 
-def nested_out_of_fold(tables, features, folds: int = 5):  # noqa: ANN001, ANN201
+def nested_out_of_fold(tables, features, folds: int = 5, extra=None):  # noqa: ANN001, ANN201
     """Each row's out-of-fold probability, the ranked_* features' (responses, weight) chosen on the fold's training
     rows alone (the best nDCG@5 of rank_ptkb's ranking there; ties: the lower weight, then fewer responses), and
-    the settings chosen."""
+    the settings chosen; ``extra``: a column of scores beside the features (a fine-tuned model's, out of fold)."""
     import numpy as np
 
     from ikatkit.rank import ptkb_model as pm
@@ -110,9 +110,12 @@ def nested_out_of_fold(tables, features, folds: int = 5):  # noqa: ANN001, ANN20
         setting = max(RANKED_GRID, key=lambda g: (_ndcg(tables[g].table[:, score], tables[g], train_rows), -g[1],
                                                   -g[0]))
         chosen.append(setting)
-        table = tables[setting].table
-        scaler, fitted = pm._fit(table[train_rows], first.truth[train_rows], columns, 1.0)
-        probabilities[held_out] = fitted.predict_proba(scaler.transform(table[held_out][:, columns]))[:, 1]
+        table = tables[setting].table[:, columns]
+        if extra is not None:
+            table = np.column_stack([table, extra])
+        everything = list(range(table.shape[1]))
+        scaler, fitted = pm._fit(table[train_rows], first.truth[train_rows], everything, 1.0)
+        probabilities[held_out] = fitted.predict_proba(scaler.transform(table[held_out]))[:, 1]
     return probabilities, chosen
 
 
