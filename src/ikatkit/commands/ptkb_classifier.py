@@ -39,14 +39,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--features", choices=FEATURES, default="responses",
                    help="responses: the score, gap to the best and 1/rank of rank_ptkb's ranking with the last 2 "
                         "responses, and the conversation's scores (default, chosen by cross-validation on the 2023 "
-                        "train topics); conversation: the same with the query's own ranking; turn: the query's "
-                        "score, gap to the best and 1/rank only (the first classifier); none: the fine-tuned "
-                        "model's score alone (with --finetune)")
-    p.add_argument("--finetune", choices=(*FINETUNE, "none"), default="none",
+                        "train topics, as the default fine-tuning); conversation: the same with the query's own "
+                        "ranking; turn: the query's score, gap to the best and 1/rank only (the first classifier); "
+                        "none: the fine-tuned model's score alone (with --finetune)")
+    p.add_argument("--finetune", choices=(*FINETUNE, "none"), default="bi",
                    help="also fine-tune the model on the labelled (turn, statement) pairs, as a bi-encoder or a "
                         "cross-encoder reading the query (+context: after the opening and the last 2 earlier "
                         "utterances), and add its score as a feature; its files go to OUT.finetuned/ beside OUT "
-                        "(default %(default)s: no fine-tuning, a minute's training; bi: six fine-tunings)")
+                        "(default %(default)s with --epochs 2, chosen by cross-validation on the 2023 train topics: "
+                        "six fine-tunings, minutes; none: no fine-tuning, a minute's training)")
     p.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default %(default)s)")
     p.add_argument("--decision", choices=DECISIONS, default="at-least-one",
                    help="a turn's set: the statements at or above the threshold, and the most probable one where "
