@@ -25,15 +25,14 @@ from dataclasses import replace
 import tempfile
 from pathlib import Path
 
-CANDIDATES = {  # the feature sets compared by cross-validation on train (the choice: the best mean of 4 figures)
-    "turn": ("score", "gap_to_best", "reciprocal_rank"),
-    "conversation": ("score", "gap_to_best", "reciprocal_rank", "conversation_gap", "conversation_rank",
-                     "persistence"),
+CANDIDATES = {  # the feature sets compared by cross-validation on train (the choice: the best mean of 4 figures);
+    # a name alone: that set of ptkb_model.FEATURE_SETS
+    "turn": "turn",
+    "conversation": "conversation",
     "turn + history": ("score", "gap_to_best", "reciprocal_rank", "history_gap", "history_rank"),
     "turn + history + responses": ("score", "gap_to_best", "reciprocal_rank", "recent_gap", "last_response_gap"),
     "every feature": "ALL",
-    "responses": ("ranked_score", "ranked_gap", "ranked_rank", "conversation_gap", "conversation_rank",
-                  "persistence"),
+    "responses": "responses",
     "ranked only": ("ranked_score", "ranked_gap", "ranked_rank"),
 }
 RANKED_GRID = tuple((r, round(0.1 * w, 1)) for r in (1, 2, 3) for w in range(1, 11))
@@ -135,8 +134,8 @@ def cross_validated(train, ranker) -> None:  # noqa: ANN001
         figures = []
         for kind, by_setting in tables.items():
             found = by_setting[pm.RANKED]
-            names = pm.ALL_FEATURES if features == "ALL" else features
-            if any(f.startswith("ranked_") for f in names):
+            names = pm.ALL_FEATURES if features == "ALL" else pm.FEATURE_SETS.get(features, features)
+            if pm.reads_ranking(names):
                 oof, settings[kind] = nested_out_of_fold(by_setting, names)
             else:
                 oof = pm.out_of_fold(found, names, 5)

@@ -97,6 +97,11 @@ def _reciprocal_ranks(values: np.ndarray) -> np.ndarray:
     return 1.0 / ranks
 
 
+def reads_ranking(features: Sequence[str]) -> bool:
+    """Whether a model over ``features`` reads the ``ranked_*`` features (computed with :data:`RANKED`)."""
+    return any(name.startswith("ranked_") for name in features)
+
+
 def _best_against(ranker: Ranker, sources: Sequence[str], texts: Sequence[str]) -> np.ndarray:
     """Each text's best score against any of ``sources`` (0 without any)."""
     if not sources:
@@ -273,7 +278,7 @@ class PtkbModel:
         if unknown or len(sizes) != 1 or 0.0 in model.scale or ("finetuned" in model.features) != bool(finetuned):
             raise IkatError(f"features {unknown or list(model.features)} do not fit the weights", path=path,
                             fix=f"re{retrain}")
-        if any(f.startswith("ranked_") for f in model.features) and model.trained_on.get("ranked") != list(RANKED):
+        if reads_ranking(model.features) and model.trained_on.get("ranked") != list(RANKED):
             raise IkatError(f"trained with the ranked_* features of (responses, weight) "
                             f"{model.trained_on.get('ranked')}; this ikatkit computes them with {list(RANKED)}",
                             path=path, fix=f"re{retrain}")
@@ -487,7 +492,7 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
                   "turns": len(set(data.qids)), "conversations": len(set(data.groups)), "statements": len(data.truth),
                   "relevant": int(data.truth.sum()), "folds": len(cv_folds(data, folds)), "C": c,
                   "thresholds": thresholds}
-    if any(name.startswith("ranked_") for name in names):
+    if reads_ranking(names):
         trained_on["ranked"] = list(RANKED)  # how the ranked_* features were computed: loading checks it
     return PtkbModel(kind, model, names, tuple(float(v) for v in scaler.mean_), tuple(float(v) for v in scaler.scale_),
                      tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), thresholds[decision],
