@@ -85,9 +85,11 @@ def _load() -> None:
         return
     points = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda point: not _own(point))
     if not any(_own(point) for point in points):
-        raise IkatError(f"ikatkit's own stages are not registered: its installed metadata has no {ENTRY_POINT_GROUP} "
-                        "entry point (an install older than the code)", where=ENTRY_POINT_GROUP,
-                        fix="install ikatkit again (`make setup`, or `pip install -e .` in the checkout)")
+        raise IkatError(f"ikatkit's own stages are not registered: no installed metadata has its {ENTRY_POINT_GROUP} "
+                        "entry point. Entry points come from an install, so a source tree run without one "
+                        "(PYTHONPATH=src) has none, nor has an install older than the code", where=ENTRY_POINT_GROUP,
+                        fix="install ikatkit (`make setup`, or `pip install -e .` in the checkout); commands that "
+                            "run no stage work without it")
     for point in points:
         try:
             _add(point.load())
