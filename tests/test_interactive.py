@@ -28,6 +28,7 @@ from ikatkit.simulate.users import FAREWELL, ReplayUser, replay_users
 from ikatkit.topics import load_topics
 
 from bm25_config import BM25_EXTRACTIVE
+from cli_options import missing
 from serving import serve
 
 TOKEN = "local-test-token"
@@ -251,8 +252,9 @@ def test_resume_after_a_model_changed_is_refused(demo_topics, demo_index, token,
         assert run_interactive(config, url, "model", tmp_path / "out", index=demo_index,
                                progress=False).already_complete
         (model / "weights.bin").write_bytes(b"second")
-        with pytest.raises(IkatError, match="holds turns of another resource encoder"):
+        with pytest.raises(IkatError, match="holds turns of another resource encoder") as refused:
             run_interactive(config, url, "model", tmp_path / "out", index=demo_index, progress=False)
+    assert refused.value.fix and "--out" in refused.value.fix and missing(refused.value.fix, ("interactive",)) == []
 
 
 def test_wrong_address_says_to_check_it_or_start_the_server(config, token, tmp_path):

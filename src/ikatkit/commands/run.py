@@ -43,7 +43,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         if args.queries:
             config = use_query_file(config, args.queries)
         outcome = run_pipeline(config, topics, args.out, index=args.index, cache_dir=args.cache,
-                               validate=not args.no_validate, restart=args.restart)
+                               validate=not args.no_validate, restart=args.restart,
+                               fresh="use a new --out, or pass --restart to discard them")
         print(outcome.summary())
         return 0 if outcome.valid in (True, None) else 1
 

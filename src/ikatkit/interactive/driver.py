@@ -37,6 +37,10 @@ from ikatkit.pipelines.session.manifest import percentiles
 from ikatkit.pipelines.session.store import turn_unit
 from ikatkit.topics import Topics, load_topics
 
+# the fix when --out holds turns of other inputs: they were sent under this run id, which the server keeps
+FRESH = "start the run anew with a new --out and a new --run-id"
+
+
 def what_was_sent(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[tuple[Any, Any, Any]]]:
     """What the system sent in a dump's rows, per (user, topic, turn) key (user "" on a 2025 dump): each
     response's text, citations and meta; the server's own fields (``user_meta``, ``user_rubrik``, the run's
@@ -310,7 +314,7 @@ def run_interactive(config: str | Path | RunConfig, api: str, run_id: str, out: 
     topics = load_topics(topics) if topics is not None and not isinstance(topics, Topics) else topics
     description = description or config.description or config.name
     extra = {"ikatkit_config": config.name, "track_persona": track_persona}
-    with RunSession(config, out, index=index, cache_dir=cache_dir, store="turns") as session:  # the config first
+    with RunSession(config, out, index=index, cache_dir=cache_dir, store="turns", fresh=FRESH) as session:
         token = os.environ.get("IKAT_API_TOKEN", "").strip()
         if not token:
             raise IkatError("IKAT_API_TOKEN is not set", fix=TOKEN_FIX)

@@ -30,8 +30,9 @@ RunOutcome = Outcome  # the name of the Python API's result
 
 def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, out: str | Path, *,
                  index: str | Path | None = None, cache_dir: str | Path | None = None, validate: bool = True,
-                 restart: bool = False, max_batches: int | None = None) -> Outcome:
-    """Run ``config`` over ``topics`` into ``out``; resume from its checkpoints unless ``restart``.
+                 restart: bool = False, max_batches: int | None = None, fresh: str = "use a new --out") -> Outcome:
+    """Run ``config`` over ``topics`` into ``out``; resume from its checkpoints unless ``restart``; ``fresh`` is the
+    fix when ``out`` holds checkpoints of other inputs, in the calling command's options.
 
     ``cache_dir`` is the cache root for everything the run caches (:func:`ikatkit.paths.cache_at`; default
     :func:`ikatkit.paths.cache_root`). ``max_batches`` stops after that many new batches (used to test
@@ -41,7 +42,7 @@ def run_pipeline(config: RunConfig | str | Path, topics: Topics | str | Path, ou
     topics = topics if isinstance(topics, Topics) else load_topics(topics)
     config = pin_query_files(config, topics.qids)
     out = Path(out)
-    with RunSession(config, out, index=index, cache_dir=cache_dir) as session:
+    with RunSession(config, out, index=index, cache_dir=cache_dir, fresh=fresh) as session:
         return _run(session, topics, out, validate, restart, max_batches)
 
 

@@ -81,13 +81,15 @@ class Outcome:
 
 class RunSession:
     """A run's folder ``out`` (None: a session without writers, e.g. training) for ``config``; ``store`` names the
-    folder of the per-turn record store (``checkpoints`` for ``run``, ``turns`` for ``interactive``)."""
+    folder of the per-turn record store (``checkpoints`` for ``run``, ``turns`` for ``interactive``); ``fresh`` the
+    fix when the store refuses the folder, in the driving command's options (:class:`TurnStore`)."""
 
     def __init__(self, config: RunConfig, out: str | Path | None, *, index: str | Path | None = None,
-                 cache_dir: str | Path | None = None, store: str = "checkpoints") -> None:
+                 cache_dir: str | Path | None = None, store: str = "checkpoints",
+                 fresh: str = "use a new --out") -> None:
         self.config, self.index, self.cache_dir = config, index, cache_dir
         self.out = Path(out) if out is not None else None
-        self.store = TurnStore(self.out / store, store) if self.out is not None else None
+        self.store = TurnStore(self.out / store, store, fresh) if self.out is not None else None
         self._stack = ExitStack()
         self._pipeline: Pipeline | None = None
 

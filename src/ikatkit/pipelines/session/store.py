@@ -39,10 +39,11 @@ def batch_unit(batch: int) -> str:
 
 
 class TurnStore:
-    """Units of finished turns under ``folder``; ``what`` names them in errors (``checkpoints``, ``turns``)."""
+    """Units of finished turns under ``folder``; ``what`` names them in errors (``checkpoints``, ``turns``);
+    ``fresh`` is the fix of a refused folder, in the options of the command that runs (its driver's)."""
 
-    def __init__(self, folder: Path, what: str) -> None:
-        self.dir, self.what = folder, what
+    def __init__(self, folder: Path, what: str, fresh: str = "use a new --out") -> None:
+        self.dir, self.what, self.fresh = folder, what, fresh
         self.stamp = folder / "fingerprint.json"
 
     def check(self, parts: dict[str, str]) -> None:
@@ -52,11 +53,11 @@ class TurnStore:
             changed = [key for key, value in parts.items() if kept.get(key) != value]
             if changed:
                 raise IkatError(f"the output folder holds {self.what} of another {', '.join(changed)}",
-                                path=self.dir, fix="use a new --out, or pass --restart to discard them")
+                                path=self.dir, fix=self.fresh)
         elif any(self.units()):
             raise IkatError(f"the output folder holds {self.what} without a fingerprint (an older ikatkit, or "
                             "files copied in): they cannot be checked, so they are not reused",
-                            path=self.dir, fix="pass --restart to discard them, or use a new --out")
+                            path=self.dir, fix=self.fresh)
 
     def write_stamp(self, parts: dict[str, str]) -> None:
         """Record the fingerprint (once, atomically) before the first unit is saved."""
