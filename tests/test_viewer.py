@@ -141,9 +141,9 @@ def test_two_runs_side_by_side(runs, viewed):  # noqa: F811
     # the manual run leaves out turns: on every judged turn both rank, the found/missed sets are computed by hand
     relevant = {pid for pid, g in runs.qrels[qid].items() if g >= 2}
     manual, automatic = set(runs.rankings["manual"][qid]), set(runs.rankings["automatic"][qid])
-    counts = re.search(r"relevant passages only manual ranks \((\d+)\).*?only automatic ranks \((\d+)\)", section, re.S)
-    assert (int(counts.group(1)), int(counts.group(2))) == (len(relevant & manual - automatic),
-                                                            len(relevant & automatic - manual))
+    counts = [re.search(rf"only {n} ranks \((\d+)\)", section) for n in ("manual", "automatic")]
+    assert [int(c.group(1)) if c else 0 for c in counts] == [len(relevant & manual - automatic),
+                                                              len(relevant & automatic - manual)]
 
 
 def test_rankings_beyond_ten_are_folded_into_the_page_json(runs, viewed):  # noqa: F811
@@ -355,8 +355,11 @@ document.addEventListener("DOMContentLoaded", function(){
   var tables = [...document.querySelectorAll("table")]
     .map(t => [...t.rows].map(r => [...r.cells].map(c => c.textContent)));
   var pre = document.createElement("pre"); pre.id = "probe";
+  var scrolled = [...document.querySelectorAll(".box")].filter(b => b.scrollWidth > b.clientWidth + 1)
+    .map(b => b.querySelector("tr").textContent);  // tables wider than the page: their box scrolls sideways
   pre.textContent = JSON.stringify({broken: broken, tables: tables, page: document.documentElement.scrollWidth,
-                                    view: window.innerWidth, areas: document.querySelectorAll("a.area").length});
+                                    view: window.innerWidth, areas: document.querySelectorAll("a.area").length,
+                                    scrolled: scrolled});
   document.body.appendChild(pre);
 });
 </script>"""
@@ -392,6 +395,8 @@ def test_report_of_two_runs_in_chromium(runs, viewed, tmp_path):  # noqa: F811
                              capture_output=True, text=True, timeout=120).stdout
         found = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)))
         assert found["broken"] == [] and found["page"] <= found["view"], found["broken"]
+        if width == 1400:  # the runs table whole, its judged@20 in sight (no sideways scrolling)
+            assert not [head for head in found["scrolled"] if head.startswith("runtypedescription")], found
     runs_table = found["tables"][0]
     described = {row[0]: row[2] for row in runs_table[1:]}
     assert described == {n: f"The {n} pipeline: BM25 over the 894 passages, reranked by a cross-encoder, with a "
@@ -452,6 +457,78 @@ def test_2026_users_and_ikatkit_notes(tmp_path):
     assert "BM25 and a small LLM" in index
     assert "response cut at a sentence boundary to the API's 250 tokens \u00d71" in index
     assert re.search(r"<td>u1</td>.*<td>u2</td>", index, re.S)
+
+
+def test_2026_user_types_beside_the_users(tmp_path):
+    """The type of each 2026 user: from the dump's user_meta.user_type, or from --user-types (as eval takes it),
+    beside the user's id on its page and in the overview."""
+    def row(qid: str, user: str, meta: dict) -> dict:
+        return {"metadata": {"run_id": "r26", "user_id": user, "topic_id": qid},  # the API's dump
+                "responses": [{"rank": 1, "user_utterance": f"{user} asks", "user_meta": meta,
+                               "assistant_text": "An answer.", "assistant_citations": {"clueweb22-en0001-00-00001:1": 2.0},
+                               "assistant_meta": {}}]}
+    noted, mapped = "f3333f5c-0001", "f3333f5c-0002"
+    run = tmp_path / "r26.jsonl"
+    run.write_text("".join(json.dumps(r) + "\n" for r in [row("1-1_1", noted, {"user_type": "u1"}),
+                                                          row("1-1_1", mapped, {})]))
+    types = tmp_path / "types.json"
+    types.write_text(json.dumps({mapped: "u2"}))
+    out = tmp_path / "view"
+    code, _, err = _cli(["view", str(run), "--out", str(out), "--user-types", str(types)])
+    assert code == 0, err
+    pages = read_pages(out)
+    assert f"user {noted} (u1):" in "".join(pages[f"{noted}_1-1"].turns[f"{noted}/1-1_1"]["r26"])
+    assert f"user {mapped} (u2):" in "".join(pages[f"{mapped}_1-1"].turns[f"{mapped}/1-1_1"]["r26"])
+    index = (out / "index.html").read_text()
+    assert "<th>user type</th>" in index
+    assert re.search(rf"<td>{noted}</td><td>u1</td>.*<td>{mapped}</td><td>u2</td>", index, re.S)
+
+
+def test_top_bar_found_line_and_unjudged_marks(runs, viewed):  # noqa: F811
+    """The overview's top bar reads as words; a turn where neither run alone ranks a relevant passage has no
+    'relevant passages only' line; a passage without a grade in the qrels is marked unjudged, one graded 0 shows 0."""
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.nav, self._in = [], False
+
+        def handle_starttag(self, tag, attrs):
+            self._in = self._in or tag == "nav"
+
+        def handle_endtag(self, tag):
+            self._in = self._in and tag != "nav"
+
+        def handle_data(self, data):
+            if self._in:
+                self.nav.append(data)
+
+    top = Text()
+    top.feed((viewed / "index.html").read_text())
+    assert " ".join("".join(top.nav).split()).startswith("ikatkit viewer first conversation")
+    pages = {path.stem: path.read_text() for path in (viewed / "c").glob("*.html")}
+    sections = {key: section for text in pages.values() for key, section in
+                re.findall(r'<section class=turn id="t\d+" data-key="([^"]+)".*?>(.*?)</section>', text, re.S)}
+    assert [key for key, section in sections.items() if "ranks (0)" in section] == []
+    one_sided = []
+    for qid in sections:
+        relevant = {pid for pid, g in runs.qrels.get(qid, {}).items() if g >= 2}
+        sets = [set(runs.rankings[n].get(qid, [])) for n in ("manual", "automatic")]
+        shown = "relevant passages only" in sections[qid]
+        assert shown == bool(relevant & (sets[0] ^ sets[1])), qid
+        one_sided += [qid] * shown
+    assert one_sided  # both kinds of turn occur
+    marks = {"unjudged": 0, "zero": 0}
+    for qid, section in sections.items():
+        for pid, cell in re.findall(r'<tr id="r0-t\d+-([^"]+)".*?</td>\s*<td>[^<]*</td><td class=n>[^<]*</td>'
+                                    r'<td class=n>(.*?)</td>', section, re.S):
+            grade = runs.qrels.get(qid, {}).get(pid)
+            if grade is None:
+                assert "class=unjudged" in cell, (qid, pid)
+                marks["unjudged"] += 1
+            else:
+                assert f">{grade}</span>" in cell and "unjudged" not in cell, (qid, pid)
+                marks["zero"] += grade == 0
+    assert marks["unjudged"] and marks["zero"]
 
 
 def test_bad_inputs_are_one_clear_error(tmp_path, capsys):

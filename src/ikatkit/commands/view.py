@@ -29,6 +29,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--assessments", nargs="+", help="NIST's assessment files (topic*.final) or their folder")
     p.add_argument("--forms", nargs="+", help="the assessors' forms (guidelines/ikat-*-v1.json or their folder); "
                                               "needed with --assessments")
+    p.add_argument("--user-types", help="user id -> user type map (JSON, `simulate --user-map`), as for eval: each "
+                                        "2026 user's type beside its id (else the type the run notes)")
     p.add_argument("--judged", help="a judge's labels of the same units (JSON Lines of eval-dialogues --labels-out)")
     p.set_defaults(func=run)
 
@@ -40,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     path = build_viewer(args.runs, Path(args.out), topics=args.topics, qrels=args.qrels, ptkb_qrels=args.ptkb_qrels,
                         measures=args.measures, index=args.index, passages=args.passages, rubrics=args.rubrics,
-                        assessments=args.assessments, forms=args.forms, judged=args.judged)
+                        assessments=args.assessments, forms=args.forms, judged=args.judged,
+                        user_types=args.user_types)
     print(f"viewer: {path}")
     return 0

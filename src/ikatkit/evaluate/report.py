@@ -99,11 +99,11 @@ def write_report(runs: dict[str, Any], qrels: Any, out: Path, ptkb_qrels: Any = 
     if link is not None:
         sections += [_turns_html(prefix, item, link) for prefix, item in comparisons]
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>ikatkit report</title><style>"
-            "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+            "body{font-family:sans-serif;max-width:1300px;margin:2em auto;padding:0 1em}"
             ".box{max-width:100%;overflow-x:auto}table{border-collapse:collapse;margin:0.5em 0}"
             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}"
             "td:first-child,th:first-child,.text{text-align:left}"
-            ".wrap{max-width:24em;white-space:normal;text-align:left}.seg{white-space:nowrap}"
+            "th{white-space:normal}.wrap{max-width:20em;white-space:normal;text-align:left}.seg{white-space:nowrap}"
             "figure{margin:1em 0}img{max-width:100%;display:block}figcaption{font-style:italic}"
             ".plot{position:relative;display:inline-block;max-width:100%}.area{position:absolute}"
             ".area:hover{background:rgba(0,0,0,.08)}tr:target{background:#fffbe6}"

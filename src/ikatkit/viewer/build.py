@@ -14,7 +14,7 @@ def build_viewer(runs: Sequence[str], out: Path, *, topics: str | None = None, q
                  ptkb_qrels: str | None = None, measures: Sequence[str] | None = None, index: str | None = None,
                  passages: Sequence[str] | None = None, rubrics: str | None = None,
                  assessments: Sequence[str] | None = None, forms: Sequence[str] | None = None,
-                 judged: str | None = None) -> Path:
+                 judged: str | None = None, user_types: str | None = None) -> Path:
     """The viewer of ``runs`` (paths, ``NAME=PATH`` names one) in ``out``; returns its ``index.html``."""
     if out.exists() and not out.is_dir():
         raise IkatError("--out is a file, not a folder", path=out, fix="name a folder for the viewer's pages")
@@ -34,6 +34,10 @@ def build_viewer(runs: Sequence[str], out: Path, *, topics: str | None = None, q
         from ikatkit.index.texts import passage_texts
 
         judgements.texts = passage_texts(passages or (), index, why="the viewer's passage texts")
+    if user_types:
+        from ikatkit.evaluate.user_types import read_user_types
+
+        judgements.user_types = read_user_types(user_types)
     if rubrics:
         from ikatkit.evaluate.responses.rubrics import read_rubrics
 

@@ -41,6 +41,7 @@ class Judgements:
     assessments: list[Any] = field(default_factory=list)
     judged: list[dict[str, int | None]] = field(default_factory=list)  # a judge's values, aligned to assessments
     judge: str = ""  # the judge's label file
+    user_types: dict[str, str] | None = None  # user id -> user type (`--user-types`)
     measures: list[str] = field(default_factory=lambda: list(MEASURES))
 
 

@@ -74,11 +74,14 @@ def write_viewer(runs: list[RunData], judgements: Judgements, out: Path) -> Path
                    "next": page_file(all_pages[i + 1])[2:] if i + 1 < len(all_pages) else None,
                    "ptkb": _ptkb(judgements, page), "farewells": [r.farewells.get(page) for r in runs],
                    "dialogue_labels": _labels(runs, judgements, page, None), "judge": judgements.judge,
+                   "judged": judgements.qrels is not None, "ptkb_judged": judgements.ptkb_qrels is not None,
                    "rest": script_json({t["key"] + "|" + str(j): column["rest"] for t in turns
                                         for j, column in enumerate(t["columns"]) if column["rest"]})}
         write_text(out / page_file(page), env.get_template("conversation.html").render(**context))
         summaries.append({"page": page, "url": page_file(page), "title": context["title"],
                           "user": user_of(page), "conversation": conversation_of(page),
+                          "user_type": next((c["user_type"] for t in turns for c in t["columns"] if c["user_type"]),
+                                            None),
                           "turns": [sum(page_of(k) == page for k in r.turns) for r in runs],
                           "values": [[r.per_page.get(page, {}).get(c) for r in runs] for c in columns]})
     differ.sort(key=lambda d: -abs(d["delta"]))
@@ -151,10 +154,10 @@ def _turn(runs: list[RunData], key: str, judgements: Judgements, texts: dict[str
         response = min(turn.responses, key=lambda r: r.rank) if turn and turn.responses else None
         columns.append({
             "present": turn is not None, "anchor": anchor, "user": turn.user if turn else None,
-            "user_id": data.users.get(key, ""),
+            "user_id": data.users.get(key, ""), "user_type": _user_type(key, turn, judgements),
             "response": linked_response(response.text, cites, anchor) if response else "",
             "more_responses": len(turn.responses) - 1 if turn else 0,
-            "rows": rows, "cited_below": extra, "count": len(ranking),
+            "rows": rows, "cited_below": extra, "count": len(ranking), "judged": qrels is not None,
             "rest": [[i + TOP + 1, p["id"], round(p["score"], 4), grade_of(qrels, qid, p["id"]), int(p["used"])]
                      for i, p in enumerate(ranking[TOP:])],
             "ptkb": ptkb, "notes": data.notes.get(key, []), "measures": data.per_turn.get(key, {}),
@@ -173,6 +176,15 @@ def _turn(runs: list[RunData], key: str, judgements: Judgements, texts: dict[str
               if len(runs) >= 2 and m in runs[0].per_turn.get(key, {}) and m in runs[1].per_turn.get(key, {})}
     return {"key": key, "qid": qid, "number": turn_number(key), "topic": topic_turn, "columns": columns,
             "delta": delta, "delta_measure": measure, "deltas": deltas, "found": found}
+
+
+def _user_type(key: str, turn: Any, judgements: Judgements) -> str | None:
+    """The type of a turn's simulated user: by the user id in ``--user-types``, else as the run notes it (2026
+    ``user_meta.user_type``)."""
+    from ikatkit.evaluate.user_types import type_of
+
+    noted = {key: turn.user.user_type} if turn is not None and turn.user is not None and turn.user.user_type else {}
+    return type_of(key, noted, judgements.user_types)
 
 
 def _labels(runs: list[RunData], judgements: Judgements, page: str, turn: int | None) -> list[list[dict[str, Any]]]:
