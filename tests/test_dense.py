@@ -115,6 +115,30 @@ def test_dense_resource_retrieves_and_reads_texts(dense_index, judged, tmp_path)
     assert searcher.texts([pid, "no-such-id"]) == {pid: _passages(judged.passages)[pid]}
 
 
+def test_a_rebuilt_dense_index_is_refused_on_resume(dense_index, judged, ray_local, tmp_path):
+    """Checkpoints of a run over a dense index are not resumed over the same folder rebuilt (another faiss spec):
+    the refusal names the resource."""
+    import shutil
+
+    from ikatkit.index.dense import build_dense
+    from ikatkit.pipelines.runner import run_pipeline
+    from ikatkit.topics import load_topics
+
+    index = tmp_path / "dense"
+    shutil.copytree(dense_index, index)
+    config = tmp_path / "dense.toml"
+    config.write_text(f'name = "dense"\nbatch_size = 4\n[resources.dense]\nkind = "dense"\npath = "{index}"\n'
+                      '[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "retrieve"\nk = 5\n'
+                      'expand_ptkb = false\n', encoding="utf-8")
+    topics = load_topics(judged.topics)
+    topics = topics.subset([c.id for c in topics.conversations][:2])
+    with pytest.raises(IkatError, match="rerun to resume"):
+        run_pipeline(config, topics, tmp_path / "out", index=judged.index, max_batches=1)
+    build_dense([judged.index], index, shard_size=_shard_size(judged), faiss_spec="IVF4,Flat")
+    with pytest.raises(IkatError, match="holds checkpoints of another resource dense"):
+        run_pipeline(config, topics, tmp_path / "out", index=judged.index)
+
+
 def test_interrupted_encode_resumes_and_reindexes(dense_index, judged, ray_local, tmp_path):
     """Killed after its first shard, the job resumes with the other 3 and equals the uninterrupted encode; a new
     faiss spec re-indexes the kept embeddings without encoding."""

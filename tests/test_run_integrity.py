@@ -351,6 +351,40 @@ def test_each_input_changes_its_fingerprint_part(tmp_path, monkeypatch):
         torch.set_num_threads(threads)
 
 
+def test_every_option_of_a_resource_naming_a_file_or_folder_is_its_identity(tmp_path):
+    """Each kind's options naming a file or folder (its ``files``, and every path parameter of its searcher that its
+    check accepts as an option) change ``resource_identity`` when what they name changes."""
+    import inspect
+
+    from ikatkit.pipelines.fingerprint import resource_identity
+    from ikatkit.pipelines.resources import KINDS, Resource
+
+    def accepted(kind, options) -> bool:
+        try:
+            kind.check(dict(options))
+        except IkatError as err:
+            return "unknown option" not in err.message
+        return True
+
+    walked = set()
+    for kind in KINDS.values():
+        base = {"model": "bundled:minilm"} if kind.models else {}
+        base.update({key: "d" for key in kind.files[:1]})
+        searcher = inspect.signature(kind.searcher_class().__init__).parameters if kind.searcher_class else {}
+        path_params = {n for n, p in searcher.items() if "Path" in str(p.annotation) and accepted(kind, {**base, n: "d"})}
+        assert path_params <= set(kind.files), kind.name
+        for key in kind.files:
+            folder = tmp_path / kind.name / key
+            folder.mkdir(parents=True)
+            (folder / "manifest.json").write_text('{"built": 1}')
+            resource = Resource("r", kind, {**base, key: str(folder)})
+            before = resource_identity(resource)
+            (folder / "manifest.json").write_text('{"built": 2}')
+            assert resource_identity(resource) != before, (kind.name, key)
+            walked.add((kind.name, key))
+    assert {("dense", "path"), ("dense", "index"), ("partitioned-bm25", "partitions")} <= walked
+
+
 def test_model_identity_of_hub_ids_is_the_cached_revision(tmp_path, monkeypatch):
     import huggingface_hub.constants
 

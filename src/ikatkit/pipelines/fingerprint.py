@@ -16,9 +16,11 @@ from typing import Any
 
 from ikatkit import __version__
 from ikatkit.digest import file_digest, json_digest, tree_digest
-from ikatkit.index.lucene import index_identity
+from ikatkit.index.build import MANIFEST
+from ikatkit.index.lucene import index_identity, is_lucene_folder
 from ikatkit.models import resolve_model
 from ikatkit.pipelines.resources import Resource, declared
+from ikatkit.retrieve.partitioned import PARTITIONS
 
 
 def _sha(data: Any) -> str:
@@ -50,7 +52,7 @@ def model_identity(model: str, memo: Path | None = None, revision: str | None = 
 
 def resource_identity(resource: Resource, memo: Path | None = None) -> dict[str, str]:
     """The identity of what a resource's kind declares as its identity (``ResourceKind.identity``): its model, its
-    own index, its adapter; empty for resources without them (BM25)."""
+    own index folders, its adapter; empty for resources without them (BM25, whose index is the run's)."""
     identity: dict[str, str] = {}
     spec = resource.options
     for key in resource.kind.identity:
@@ -61,13 +63,21 @@ def resource_identity(resource: Resource, memo: Path | None = None) -> dict[str,
             identity[key] = f"openai:{value}@{spec.get('base_url', 'api.openai.com')}"
         elif key == "model":
             identity[key] = model_identity(value, memo, spec.get("revision"))
-        elif key == "index":  # a resource with its own index (e.g. dense): its manifest or commit
-            found = index_identity(value)
-            identity[key] = found if found == value else _sha(found)
-        else:  # a file or folder (an adapter) by its content
-            path = Path(value)
-            identity[key] = "sha256:" + tree_digest(path, memo) if path.exists() else f"missing:{path}"
+        else:
+            identity[key] = path_identity(Path(value), memo)
     return identity
+
+
+def path_identity(path: Path, memo: Path | None = None) -> str:
+    """A file or folder a resource reads: an index by its manifest (ikatkit's dense, Lucene or partitioned index)
+    or its Lucene commit (a foreign index), anything else (an adapter) by its content."""
+    if not path.exists():
+        return f"missing:{path}"
+    if (path / PARTITIONS).is_file():
+        return _sha((path / PARTITIONS).read_text(encoding="utf-8"))
+    if (path / MANIFEST).is_file() or is_lucene_folder(path):
+        return _sha(index_identity(path))
+    return "sha256:" + tree_digest(path, memo)
 
 
 def threads(uses_torch: bool, configured: int | None = None) -> dict[str, int]:

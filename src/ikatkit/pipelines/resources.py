@@ -45,8 +45,8 @@ class ResourceKind:
       ``option_modules``: more of them when an option is set (an LLM's ``adapter``: peft);
     - ``models``: the options naming a model it loads; ``cache_only``: its loader never downloads;
     - ``files``: the options naming files or folders it reads;
-    - ``identity``: the options whose content is its identity in a run's fingerprint (``model``, ``index``,
-      ``adapter``: :func:`ikatkit.pipelines.fingerprint.resource_identity`);
+    - ``identity``: the options whose content is its identity in a run's fingerprint: its models and every
+      option of ``files`` (:func:`ikatkit.pipelines.fingerprint.resource_identity`);
     - ``needs``: what it needs besides, for the config catalogue (a searcher's index)."""
 
     name: str
@@ -207,10 +207,11 @@ KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
     ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _bm25_class, modules=LUCENE,
                  needs="a Lucene index (`--index`: the organizers' or your own)"),
     ResourceKind("dense", "searcher", _check_dense, _build_dense, _dense_class,
-                 modules=("torch", "sentence_transformers", "faiss"), files=("path",), identity=("index",),
+                 modules=("torch", "sentence_transformers", "faiss"), files=("path", "index"),
+                 identity=("path", "index"),
                  needs="a dense index (from `ikatkit index dense`)"),
     ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _partitioned_class,
-                 modules=LUCENE, files=("partitions",),
+                 modules=LUCENE, files=("partitions",), identity=("partitions",),
                  needs="partitions (`--index`, from `ikatkit index partition`)"),
 )}
 PARAM_KINDS: dict[str, tuple[str, ...]] = {param: tuple(k for k, kind in KINDS.items() if kind.serves == param)
