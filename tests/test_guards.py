@@ -3,6 +3,10 @@ documented fallback, noted on the record and counted; the stages' fallbacks run 
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -340,3 +344,56 @@ def test_no_real_response_loops_on_a_phrase(ikat2023, nuggets_2024):
     for name in ("automatic_responses.json", "manual_responses.json", "gold_responses_human.json"):
         _strings(json.loads((nuggets_2024 / name).read_text()), texts)
     assert len(texts) > 1_200 and [t[:80] for t in texts if looping_phrase(t)] == []
+
+
+class _EmptyChat(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server on loopback whose every completion is empty (each rewrite is refused)."""
+
+    def _send(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._send({"object": "list", "data": [{"id": "m", "object": "model", "created": 0, "owned_by": "test"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._send({"id": "1", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_runs_refusals_are_one_line_after_the_bars(demo_index, tmp_path, monkeypatch, caplog, capsys):
+    """`ikatkit run` holds the guards' per-output warnings back while its bars are drawn and says them in one line
+    after them (the demo printed 12 warning lines amid its bars)."""
+    from ikatkit.pipelines import run_pipeline
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    server = HTTPServer(("127.0.0.1", 0), _EmptyChat)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = tmp_path / "empty.toml"
+    config.write_text(f'name = "empty"\nbatch_size = 4\n[resources.llm]\nkind = "llm"\nbackend = "openai"\n'
+                      f'model = "m"\nbase_url = "http://127.0.0.1:{server.server_port}/v1"\n[resources.bm25]\n'
+                      'kind = "bm25"\n[[stages]]\nstage = "rewrite"\n[[stages]]\nstage = "retrieve"\nk = 10\n'
+                      'expand_ptkb = false\n[[stages]]\nstage = "respond"\ntask = "extractive"\n', encoding="utf-8")
+    topics = load_topics(demo_data() / "topics.json").subset(["demo-1"])
+    try:
+        with caplog.at_level(logging.WARNING):
+            outcome = run_pipeline(config, topics, tmp_path / "out", index=demo_index, cache_dir=tmp_path / "cache")
+    finally:
+        server.shutdown()
+    assert [r.notes for r in outcome.records] == [["empty rewrite: raw utterance used"]] * 6
+    assert [r.getMessage() for r in caplog.records if "so far" in r.getMessage()] == []
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("guards:")]
+    assert lines == ["guards: 6 LLM outputs refused or cut (empty rewrite: raw utterance used x6); each turn's note "
+                     "is on its record (ikatkit view shows them)"]
+    with caplog.at_level(logging.WARNING):  # outside a run the LLM still warns of each
+        LLM("m").count_fallback()
+    assert "1 so far" in caplog.text

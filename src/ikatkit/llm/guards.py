@@ -11,8 +11,11 @@ each guard on the real outputs it was written for.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from difflib import SequenceMatcher
 from functools import lru_cache
 
@@ -219,3 +222,39 @@ def check_queries(queries: Sequence[str], output: str) -> str | None:
     if len(lines) > 1 and len({normalize(line) for line in lines}) == 1:
         return "generated queries are all duplicates"
     return None
+
+
+class HeldRefusals(logging.Filter):
+    """The refusals :meth:`ikatkit.llm.base.LLM.count_fallback` warns of one by one (``<qid>: <note> (n so far)``),
+    held back and counted by note while progress bars are drawn, to be said in one line after them (:meth:`line`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notes: Counter[str] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.funcName != "count_fallback" or not record.args:
+            return True
+        what = str(record.args[0] if isinstance(record.args, tuple) else record.args)
+        self.notes[what.partition(": ")[2] or what] += 1
+        return False
+
+    def line(self) -> str:
+        """One line: how many outputs were refused or cut, by note (empty when none was)."""
+        if not self.notes:
+            return ""
+        return (f"guards: {sum(self.notes.values())} LLM outputs refused or cut ("
+                + "; ".join(f"{note} x{n}" for note, n in self.notes.most_common()) + "); each turn's note is on its "
+                "record (ikatkit view shows them)")
+
+
+@contextmanager
+def held_refusals() -> Iterator[HeldRefusals]:
+    """Hold the LLM's per-output refusal warnings back for the block (:class:`HeldRefusals`)."""
+    logger = logging.getLogger("ikatkit.llm.base")
+    held = HeldRefusals()
+    logger.addFilter(held)
+    try:
+        yield held
+    finally:
+        logger.removeFilter(held)

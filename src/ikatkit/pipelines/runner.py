@@ -16,6 +16,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ikatkit.errors import IkatError
+from ikatkit.llm.guards import held_refusals
 from ikatkit.pipelines.config import RunConfig, load_config
 from ikatkit.pipelines.pipeline import Pipeline
 from ikatkit.pipelines.queries import pin_query_files
@@ -70,18 +71,21 @@ def _run(session: RunSession, topics: Topics, out: Path, validate: bool, restart
              for p, s in enumerate(pipeline.stages)] if per_stage else
             [tqdm(total=len(records), initial=done_turns, desc="turns", unit="turn", mininterval=30)])
     done_now, turns_now, seconds_now = 0, 0, 0.0
-    for i in pending:
-        if max_batches is not None and done_now >= max_batches:
-            break
-        batch = pipeline(batches[i], (lambda p, done: bars[p].update(len(done))) if per_stage else None)
-        if not per_stage:
-            bars[0].update(len(batch))
-        store.save(batch_unit(i), {"batch": i, "qids": [r.qid for r in batch], "seconds": pipeline.seconds,
-                                   "records": [r.to_json() for r in batch]})
-        done_now, turns_now = done_now + 1, turns_now + len(batch)
-        seconds_now += sum(pipeline.seconds.values())
-    for bar in bars:
-        bar.close()
+    with held_refusals() as held:  # the guards' warnings would land amid the bars: one line after them
+        for i in pending:
+            if max_batches is not None and done_now >= max_batches:
+                break
+            batch = pipeline(batches[i], (lambda p, done: bars[p].update(len(done))) if per_stage else None)
+            if not per_stage:
+                bars[0].update(len(batch))
+            store.save(batch_unit(i), {"batch": i, "qids": [r.qid for r in batch], "seconds": pipeline.seconds,
+                                       "records": [r.to_json() for r in batch]})
+            done_now, turns_now = done_now + 1, turns_now + len(batch)
+            seconds_now += sum(pipeline.seconds.values())
+        for bar in bars:
+            bar.close()
+    if held.line():
+        print(held.line(), file=sys.stderr)
     if not all(store.done(batch_unit(i)) for i in range(len(batches))):
         raise IkatError(f"run stopped after {done_now} new batches; rerun to resume", path=out)
     finished: list[TurnRecord] = []
