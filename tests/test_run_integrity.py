@@ -371,7 +371,8 @@ def test_every_option_of_a_resource_naming_a_file_or_folder_is_its_identity(tmp_
         base = {"model": "bundled:minilm"} if kind.models else {}
         base.update({key: "d" for key in kind.files[:1]})
         searcher = inspect.signature(kind.searcher_class().__init__).parameters if kind.searcher_class else {}
-        path_params = {n for n, p in searcher.items() if "Path" in str(p.annotation) and accepted(kind, {**base, n: "d"})}
+        path_params = {n for n, p in searcher.items()
+                       if "Path" in str(p.annotation) and accepted(kind, {**base, n: "d"})}
         assert path_params <= set(kind.files), kind.name
         for key in kind.files:
             folder = tmp_path / kind.name / key

@@ -465,8 +465,8 @@ def test_2026_user_types_beside_the_users(tmp_path):
     def row(qid: str, user: str, meta: dict) -> dict:
         return {"metadata": {"run_id": "r26", "user_id": user, "topic_id": qid},  # the API's dump
                 "responses": [{"rank": 1, "user_utterance": f"{user} asks", "user_meta": meta,
-                               "assistant_text": "An answer.", "assistant_citations": {"clueweb22-en0001-00-00001:1": 2.0},
-                               "assistant_meta": {}}]}
+                               "assistant_text": "An answer.",
+                               "assistant_citations": {"clueweb22-en0001-00-00001:1": 2.0}, "assistant_meta": {}}]}
     noted, mapped = "f3333f5c-0001", "f3333f5c-0002"
     run = tmp_path / "r26.jsonl"
     run.write_text("".join(json.dumps(r) + "\n" for r in [row("1-1_1", noted, {"user_type": "u1"}),
