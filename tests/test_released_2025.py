@@ -88,8 +88,13 @@ def test_sim_rubric_measures_by_hand(released, tmp_path):
     # 1-2: (1, 5) (2, 5) (3, 5) (4, 5) (5, 2)   -> best 5 5 5 5 2 0
     path = _cut(released, tmp_path, {f"1-1_{i}" for i in range(1, 5)} | {f"1-2_{i}" for i in range(1, 6)})
     measures = ["SimRubricScore", "SimRubricCoverage", "SimTurnsToCover"]
-    result = evaluate_response_runs(read_response_runs(path), rubrics=released / "rubrics.json",
-                                    measures=measures)["orga-llama8b-bm25-minilm-llama8b-v2"]
+    reached = evaluate_response_runs(read_response_runs(path), rubrics=released / "rubrics.json",
+                                     measures=measures)["orga-llama8b-bm25-minilm-llama8b-v2"]
+    assert reached.per_query["1-1"] == pytest.approx({"SimRubricScore": 14 / 3, "SimRubricCoverage": 1.0,
+                                                      "SimTurnsToCover": (1 + 1 + 2) / 3})  # the 3 pursued
+    assert reached.per_query["1-2"]["SimRubricScore"] == pytest.approx(22 / 5)
+    result = evaluate_response_runs(read_response_runs(path), rubrics=released / "rubrics.json", measures=measures,
+                                    scorers=ResponseScorers(unreached="zero"))["orga-llama8b-bm25-minilm-llama8b-v2"]
     assert result.per_query["1-1"] == pytest.approx({"SimRubricScore": 14 / 6, "SimRubricCoverage": 3 / 6,
                                                      "SimTurnsToCover": (1 + 1 + 2) / 3})
     assert result.per_query["1-2"] == pytest.approx({"SimRubricScore": 22 / 6, "SimRubricCoverage": 4 / 6,
@@ -97,7 +102,8 @@ def test_sim_rubric_measures_by_hand(released, tmp_path):
     assert result.mean == pytest.approx({"SimRubricScore": 3.0, "SimRubricCoverage": 7 / 12,
                                          "SimTurnsToCover": (4 / 3 + 1) / 2})
     strict = evaluate_response_runs(read_response_runs(path), rubrics=released / "rubrics.json", measures=measures,
-                                    scorers=ResponseScorers(sim_threshold=4))["orga-llama8b-bm25-minilm-llama8b-v2"]
+                                    scorers=ResponseScorers(sim_threshold=4, unreached="zero")
+                                    )["orga-llama8b-bm25-minilm-llama8b-v2"]
     assert strict.per_query["1-1"]["SimRubricCoverage"] == pytest.approx(2 / 6)  # 4 is not above 4
     assert strict.per_query["1-1"]["SimTurnsToCover"] == 1.0
 
@@ -198,7 +204,8 @@ def test_simulate_llm_users_record_judgements_as_released(tmp_path):
     rubrics.write_text(json.dumps({"1-1": ["Question one?", "Question two?", "Question three?"]}))
     for path in (dump, released):
         result = evaluate_response_runs(read_response_runs(path), rubrics=rubrics,
-                                        measures=["SimRubricScore", "SimRubricCoverage", "SimTurnsToCover"])["r"]
+                                        measures=["SimRubricScore", "SimRubricCoverage", "SimTurnsToCover"],
+                                        scorers=ResponseScorers(unreached="zero"))["r"]
         assert result.per_query["1-1"] == pytest.approx({"SimRubricScore": (5 + 4 + 0) / 3,
                                                          "SimRubricCoverage": 2 / 3, "SimTurnsToCover": 1.5})
 

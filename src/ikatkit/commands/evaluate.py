@@ -12,10 +12,10 @@ from ikatkit.errors import IkatError
 from ikatkit.evaluate.qrels import MISSING
 from ikatkit.evaluate.responses.nuggets import DEFAULT_THRESHOLD
 from ikatkit.evaluate.responses.providers.base import SIM_THRESHOLD
+from ikatkit.evaluate.responses.providers.simulator import UNREACHED
 from ikatkit.evaluate.responses.scorers import DEFAULT_MODEL
 from ikatkit.evaluate.significance import CORRECTIONS, TESTS
-
-from ikatkit.evaluate.user_types import RUBRIC_TURNS, UNREACHED
+from ikatkit.evaluate.user_types import RUBRIC_TURNS
 
 if TYPE_CHECKING:
     from ikatkit.evaluate.evaluate import EvalResult
@@ -53,6 +53,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
                                              "file: each turn's need) mapping each turn's user_rubrik to "
                                              "rub_<conversation>_<n>, n by the file's order")
             _add_by_user_type(p)
+            _add_unreached(p)
             p.add_argument("--rubric-turn", choices=RUBRIC_TURNS, default=RUBRIC_TURNS[0],
                            help="the turn whose citations stand for a rubric its user pursued over several turns: "
                                 "last (the answer it ended on), best (scored highest by the user) or first")
@@ -65,9 +66,23 @@ def _add_by_user_type(p: argparse.ArgumentParser) -> None:
                         "/ rubrics) beside every mean")
     p.add_argument("--user-types", help="user id -> user type map (JSON, `simulate --user-map`), where the run does "
                                         "not note each user's type")
+
+
+def _add_unreached(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unreached", choices=UNREACHED, default=UNREACHED[0],
-                   help="rubrics a user never reached: left out of the means (default: compare types over what each "
-                        "reached) or counted 0 (the organizers' 2026 totals)")
+                   help="rubrics a user never reached (the Sim measures: never pursued on a judged turn): left out of "
+                        "the means (default: compare types over what each reached) or counted 0 (the organizers' "
+                        "2026 totals)")
+
+
+def _rubrics_footer(table: TypeTable) -> str:
+    """What the table's rubric counts are: under zero, how many belong to conversations a type never played."""
+    if table.unreached == "skip":
+        return "; rubrics: those of the conversations each type's users played"
+    unplayed = table.info.get("unplayed_rubrics", {})
+    parts = [f"{name} {n} of {table.rows[name].rubrics}" for name, n in unplayed.items() if n]
+    return ("; rubrics: every judged rubric per user, those of conversations the type never played included ("
+            + ", ".join(parts) + ")" if parts else "; rubrics: every judged rubric per user")
 
 
 def _user_type_map(args: argparse.Namespace) -> dict[str, str] | None:
@@ -154,7 +169,7 @@ def _passage_eval(args: argparse.Namespace) -> EvalResult | TypeTable:
     if args.by == "user-type":
         raise IkatError("--by user-type needs an interactive run and rubric-based qrels", where="--by",
                         fix="pass --rubrics and the rubric qrels, or leave out --by")
-    return evaluate(run, qrels, args.measures, missing=args.missing)
+    return evaluate(run, qrels, args.measures, missing=args.missing, source=args.qrels)
 
 
 def _print_table(args: argparse.Namespace, table: TypeTable) -> int:
@@ -168,6 +183,7 @@ def _print_table(args: argparse.Namespace, table: TypeTable) -> int:
         sys.stdout.write(text)
     info = table.info
     print(f"means over {'every rubric (unreached: 0)' if table.unreached == 'zero' else 'the rubrics reached'}"
+          + _rubrics_footer(table)
           + (f"; a rubric's turn: {info['rubric_turn']}" if "rubric_turn" in info else "")
           + (f"; {info['unmatched_rubrics']} turns pursue a rubric the rubrics file lacks (e.g. "
              f"{'; '.join(info['unmatched_examples'])})" if info.get("unmatched_rubrics") else ""), file=sys.stderr)
@@ -227,6 +243,7 @@ def _add_response_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim-threshold", type=int, default=SIM_THRESHOLD,
                    help="a rubric the simulated user scored above this (0-5) is covered (default %(default)s: the "
                         "organizers' simulator moves on above 3)")
+    _add_unreached(p)
     p.add_argument("--bertscore-model", default=DEFAULT_MODEL, help="BERTScore model (hub id, folder or bundled:*)")
     p.add_argument("--bertscore-layer", type=int, help="BERTScore layer (default: bert-score's, else the last)")
     p.add_argument("--cache", help="cache folder, as for `ikatkit run`: the judge's outputs go to its llm/ "
@@ -241,7 +258,8 @@ def _response_options(args: argparse.Namespace) -> dict:
     from ikatkit.topics import load_topics
 
     scorers = ResponseScorers(bert_model=args.bertscore_model, bert_layer=args.bertscore_layer,
-                              nugget_threshold=args.threshold, sim_threshold=args.sim_threshold)
+                              nugget_threshold=args.threshold, sim_threshold=args.sim_threshold,
+                              unreached=args.unreached)
     if args.matcher == "llm" and not args.llm_config:
         raise IkatError("the LLM matcher needs --llm-config", where="--matcher llm",
                         fix="pass a TOML/JSON file with backend and model (e.g. backend = \"openai\", base_url)")
@@ -292,7 +310,7 @@ def _add_eval_responses(sub: argparse._SubParsersAction) -> None:
         else:
             sys.stdout.write(text)
         for name, r in results.items():
-            extra = "".join(f"; {w}" for w in r.info.get("warnings", []))
+            extra = "".join(f"; {w}" for w in [*r.info.get("warnings", []), r.info.get("sim_unreached")] if w)
             without = r.info.get("turns_without_nuggets")
             if without:
                 extra += f"; {len(without)} turns without nuggets (no nugget measures): {', '.join(without[:5])}"
@@ -339,9 +357,10 @@ def _responses_by_type(args: argparse.Namespace, runs: list, results: dict, opti
         write_text(args.out, text)
     else:
         sys.stdout.write(text)
-    print("Sim measures per (user, rubric): means over "
-          + ("every rubric (unreached: 0)" if args.unreached == "zero" else "the rubrics reached")
-          + "; other measures: means over each type's turns", file=sys.stderr)
+    for name, table in tables.items():
+        print(f"{name}: Sim measures per (user, rubric): means over "
+              + ("every rubric (unreached: 0)" if args.unreached == "zero" else "the rubrics reached")
+              + _rubrics_footer(table) + "; other measures: means over each type's turns", file=sys.stderr)
     return 0
 
 

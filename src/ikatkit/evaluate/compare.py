@@ -235,7 +235,7 @@ def compare_runs(runs: dict[str, Any], qrels: Qrels | str | Path, baseline: str 
     results = {}
     for name, ranking in rankings.items():
         try:
-            results[name] = evaluate(ranking, qrels, measures, missing=missing)
+            results[name] = evaluate(ranking, qrels, measures, missing=missing, source=qrels_name or None)
         except IkatError as err:
             raise IkatError(f"run {name!r}: {err.message}", path=err.path, where=err.where, fix=err.fix) from None
     baseline = baseline or next(iter(runs))

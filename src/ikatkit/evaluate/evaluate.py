@@ -18,7 +18,9 @@ from ikatkit.runs.model import Run
 log = logging.getLogger(__name__)
 
 Rankings = dict[str, dict[str, float]]
-LOW_OVERLAP = 0.05  # below this share of judged top-10 passages, evaluation warns: another collection or kind
+LOW_OVERLAP = 0.05  # below this share of judged top-10 passages, evaluation warns or refuses (check_overlap)
+POOLED_MIN = 20  # judged top-10 ids needed before a low share judged for their own turn means mismatched turns
+MISMATCHED = 0.01  # below this share of those judged for their own turn, the turns are another year's (refused)
 
 
 @dataclass
@@ -65,16 +67,20 @@ def _looks_like_ptkb(ids: set[str]) -> bool:
     return bool(ids) and all(i.isdigit() or i.startswith("ptkb-") for i in ids)
 
 
-def check_overlap(rankings: Rankings, qrels: Qrels, evaluated: list[str]) -> None:
-    """One clear error where the run and the qrels cannot be about the same turns and ids (another year, or PTKB
-    qrels given for passages and the reverse), naming both and the likely fix; a warning with the share where
-    fewer than ``LOW_OVERLAP`` of the run's top-10 ids on the judged turns are judged."""
+def check_overlap(rankings: Rankings, qrels: Qrels, evaluated: list[str], source: str | Path | None = None) -> None:
+    """One clear error where the run and the qrels (``source``: their file) cannot be about the same turns and ids:
+    no judged turn ranked, no id in the qrels of those turns (another collection, or PTKB qrels given for passages
+    and the reverse), or the turns mismatched (another year's qrels or topics: of the run's top-10 ids that the
+    qrels judge for some turn, under ``MISMATCHED`` are judged for the turn that ranks them, over at least
+    ``POOLED_MIN`` such ids). A warning where under ``LOW_OVERLAP`` of the run's top-10 ids are judged for any turn
+    (ids the pool never saw: another collection or kind); a run over part of the collection, whose ids are the
+    judged ones or none, gets none."""
     if not evaluated:
         ranked = [q for q in rankings if rankings[q]]
         shown = ", ".join(repr(q) for q in ranked[:2]) or "none"
         raise IkatError(f"the run ranks nothing for any of the {len(qrels)} judged turns: none of its "
                         f"{len(ranked)} turn ids ranking something (e.g. {shown}) is among the qrels' turn ids "
-                        f"(e.g. {', '.join(repr(q) for q in list(qrels)[:2])})",
+                        f"(e.g. {', '.join(repr(q) for q in list(qrels)[:2])})", path=source,
                         fix="pass the qrels of the run's year and topics (turn ids must match)")
     run_ids = {d for q in evaluated for d in rankings[q]}
     qrels_ids = {d for q in evaluated for d in qrels[q]}
@@ -87,26 +93,42 @@ def check_overlap(rankings: Rankings, qrels: Qrels, evaluated: list[str]) -> Non
         else:
             fix = "pass the qrels of the run's collection and year"
         raise IkatError(f"no id the run ranks on its {len(evaluated)} judged turns occurs in the qrels of those "
-                        f"turns (run: e.g. {sorted(run_ids)[0]!r}; qrels: e.g. {sorted(qrels_ids)[0]!r})", fix=fix)
+                        f"turns (run: e.g. {sorted(run_ids)[0]!r}; qrels: e.g. {sorted(qrels_ids)[0]!r})",
+                        path=source, fix=fix)
     top = [(q, d) for q in evaluated for d in islice(sorted(rankings[q], key=lambda d: -rankings[q][d]), 10)]
-    share = sum(d in qrels[q] for q, d in top) / len(top)
-    if share < LOW_OVERLAP:
-        log.warning("only %.1f%% of the run's top-10 ids on its %d judged turns are judged in the qrels: check that "
-                    "the run and the qrels are of the same collection, year and kind", 100 * share, len(evaluated))
+    pool = {d for judged in qrels.values() for d in judged}
+    pooled = [(q, d) for q, d in top if d in pool]
+    own = sum(d in qrels[q] for q, d in pooled)
+    if len(pooled) >= POOLED_MIN and own < MISMATCHED * len(pooled):
+        raise IkatError(f"the run's turns are not the qrels' turns: it ranks {len(evaluated)} of the {len(qrels)} "
+                        f"judged turns, and of the {len(pooled)} ids in its top 10 there that the qrels judge for "
+                        f"some turn, {own} are judged for the turn that ranks them ({100 * own / len(pooled):.1f}%; "
+                        "BM25 over the 894 passages the 2023 topics cite, with the 2023 qrels: 20.3%)", path=source,
+                        fix="pass the qrels of the run's year and topics (another year's turns share ids such as "
+                            f"{evaluated[0]!r}), or the run of these qrels' topics")
+    if len(pooled) < LOW_OVERLAP * len(top):
+        log.warning("only %.1f%% of the run's top-10 ids on its %d judged turns are judged in the qrels (for any "
+                    "turn): check that the run and the qrels are of the same collection, year and kind",
+                    100 * len(pooled) / len(top), len(evaluated))
 
 
 def evaluate(run: Run | Rankings | str | Path, qrels: Qrels | str | Path,
-             measures: list[str] | tuple[str, ...] | None = None, missing: str = "skip") -> EvalResult:
+             measures: list[str] | tuple[str, ...] | None = None, missing: str = "skip", *,
+             source: str | Path | None = None, fit: bool = True) -> EvalResult:
     """Evaluate over the judged turns the run answers (as trec_eval does); ``missing="zero"`` also counts the
     judged turns the run lacks, with 0 for every measure. trec_eval names with a cut (``mrr_10``, ``ndcg_cut_5``)
-    see each turn's ranking cut at N in its own order first. A run that answers no judged turn is an error."""
+    see each turn's ranking cut at N in its own order first. A run that answers no judged turn, or whose rankings do
+    not fit the qrels (:func:`check_overlap`, unless ``fit`` is False), is an error naming ``source`` (the qrels
+    file, when ``qrels`` is the loaded dict)."""
     rankings = rankings_of(run)
-    qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
+    if not isinstance(qrels, dict):
+        source, qrels = source or qrels, load_qrels(qrels)
     names = list(dict.fromkeys(measures or TRACK_MEASURES))
     parsed = parse_measures(names)
     judged = list(qrels)
     evaluated = [q for q in rankings if q in qrels and rankings[q]]
-    check_overlap(rankings, qrels, evaluated)
+    if fit:
+        check_overlap(rankings, qrels, evaluated, source)
     per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
     groups: dict[int | None, list[tuple[str, Any]]] = {}
     for name, measure in zip(names, parsed):

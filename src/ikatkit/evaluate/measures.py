@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import ir_measures
+
+log = logging.getLogger(__name__)
 
 # The track's headline measures: graded nDCG, binary measures at grade >= 2.
 TRACK_MEASURES = ("nDCG@3", "nDCG@5", "nDCG@1000", "P(rel=2)@20", "R(rel=2)@20", "AP(rel=2)")
@@ -27,8 +31,15 @@ TREC_EVAL_NAMES = {
 TREC_EVAL_CUTS = {"mrr_10": 10}
 
 
+MRR_NOTE = ("{name!r} is ir-measures' RR at rel >= 1 (a passage graded 1 counts as relevant); iKAT reports "
+            "reciprocal rank at rel >= 2 (mrr_10 in published results): pass 'RR(rel=2)' for that (0/1 PTKB qrels "
+            "give the same either way)")
+
+
 def parse_measures(names: tuple[str, ...] | list[str]) -> list:
-    """ir-measures objects for names in ir-measures syntax or trec_eval names from the table above."""
+    """ir-measures objects for names in ir-measures syntax or trec_eval names from the table above; an unknown
+    name is one error suggesting the close ones (``ndcg@3`` -> ``nDCG@3``); ``MRR`` (rel >= 1) is parsed with a
+    warning naming ``RR(rel=2)``, iKAT's."""
     from ikatkit.errors import IkatError
 
     parsed = []
@@ -36,5 +47,25 @@ def parse_measures(names: tuple[str, ...] | list[str]) -> list:
         try:
             parsed.append(ir_measures.parse_measure(TREC_EVAL_NAMES.get(name, name)))
         except (ValueError, NameError, SyntaxError, TypeError) as err:
-            raise IkatError(f"unknown measure {name!r} ({err})", fix="use ir-measures syntax, e.g. 'nDCG@10'") from None
+            raise IkatError(f"unknown measure {name!r} ({err})",
+                            fix=suggest_measure(name, "use ir-measures syntax, e.g. 'nDCG@10'")) from None
+        if name.upper().startswith("MRR") and "rel=" not in name:
+            log.warning(MRR_NOTE.format(name=name))
     return parsed
+
+
+def suggest_measure(name: str, fix: str) -> str:
+    """``fix`` led by "did you mean ...?" for a measure whose name (before ``@`` or ``(``) is close to one that
+    ir-measures or the trec_eval table knows, case ignored: ``nDGC@3`` -> ``nDCG@3``."""
+    from ikatkit.suggest import did_you_mean
+
+    cut = min((i for i in (name.find("@"), name.find("(")) if i >= 0), default=len(name))
+    head, tail = name[:cut], name[cut:]
+    known: dict[str, str] = {}
+    for measure in ["nDCG", "P", "R", "AP", "RR", *ir_measures.measures.registry, *TREC_EVAL_NAMES]:
+        if measure.isascii():  # not α_nDCG, a spelling of alpha_nDCG
+            known.setdefault(measure.lower(), measure)  # nDCG before its alias NDCG
+    if head.lower() in known:  # only the case differs, or the name is right and the rest is not
+        meant = known[head.lower()] + tail
+        return f"did you mean {meant!r}? {fix}" if meant != name else fix
+    return did_you_mean(head.lower(), known, fix, show=lambda m: known[m] + tail)

@@ -8,12 +8,15 @@ evaluation is a (user, rubric) pair the user reached, i.e. pursued on at least o
 - **Which turn stands for a rubric** pursued over several turns (the user rephrases up to three times):
   ``last`` (default: the answer the user ended on, the one it accepted when it moved on above 3), ``best`` (the
   answer it scored highest, the earliest among equals; unscored turns count as -1) or ``first`` (the first try).
-- **Coverage**: rubrics a type reached / the rubrics judged (the qrels' rubric ids for rankings; the rubrics file's
-  questions for the simulator's judgements), per user of the type.
 - **Means** over the reached units by default (``unreached="skip"``), so that types that played different
-  conversations compare on what each reached; ``unreached="zero"`` averages over every rubric with 0 for the
+  conversations compare on what each reached; ``unreached="zero"`` averages over every judged rubric with 0 for the
   unreached ones: the organizers' 2026 totals, where the type that played every conversation looks best through
   coverage alone (what one team found in its 2026 results: ``../shared/ikat/2026/README.md``).
+- **Coverage**: units a type reached / units judged (the qrels' rubric ids for rankings; the rubrics file's
+  questions for the simulator's judgements). Under ``skip`` the units judged are the rubrics of the conversations
+  each of the type's users played (its sessions in the run): a type that finishes all of its own conversations
+  covers 1.0. Under ``zero`` they are every judged rubric per user, as the organizers count them; the table's
+  ``unplayed_rubrics`` says how many of them belong to conversations the type's users never played.
 
 A turn's user type is the simulator's note (``user_meta.user_type`` in ``ikatkit simulate``'s dump) or comes from a
 user id -> type map (``--user-types FILE``, e.g. ``simulate --user-map``'s).
@@ -29,12 +32,12 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.qrels import Qrels
-from ikatkit.evaluate.responses.rubrics import Rubric, norm, rubric_ids
+from ikatkit.evaluate.responses.providers.simulator import sim_units, unit_mean
+from ikatkit.evaluate.responses.rubrics import Rubric, dialogue_of, norm, rubric_ids
 from ikatkit.runs.model import Run, TurnResult, split_turn_key
 from ikatkit.topics import split_query_id
 
 RUBRIC_TURNS = ("last", "best", "first")
-UNREACHED = ("skip", "zero")
 ALL = "all"  # the row of every user together
 
 
@@ -162,24 +165,43 @@ def standing(turns: list[TurnResult], choose: str) -> TurnResult:
 
 
 def _rows(values: Mapping[tuple[str | None, str], dict[str, float]], kinds: Mapping[str | None, str],
-          users: Mapping[str, set[str | None]], judged: int, measures: Sequence[str], unreached: str
-          ) -> dict[str, TypeRow]:
-    """Per type (and :data:`ALL`): units reached, units judged, means over reached units or all (zeros)."""
+          users: Mapping[str, set[str | None]], judged: Mapping[str, int], played: Mapping[str | None, set[str]],
+          measures: Sequence[str], unreached: str) -> tuple[dict[str, TypeRow], dict[str, int]]:
+    """Per type (and :data:`ALL`): units reached, units judged and means over the reached units (``skip``) or over
+    the judged ones with 0 for the others (``zero``); and per row, the units of conversations its users never
+    played. Units judged: under ``skip`` the judged rubrics of the conversations each user played (``judged``:
+    conversation -> judged rubrics; ``played``: user -> its conversations), under ``zero`` every judged rubric per
+    user (the organizers' 2026 totals)."""
     groups: dict[str, list[tuple[str | None, str]]] = {ALL: list(values)}
     for unit in values:
         if unit[0] in kinds:
             groups.setdefault(kinds[unit[0]], []).append(unit)
+    every = sum(judged.values())
     rows: dict[str, TypeRow] = {}
+    unplayed: dict[str, int] = {}
     for name in [ALL, *sorted(users)]:
+        members = users[name] if name in users else set(played) | {u for u, _ in values} or {None}
+        own = sum(judged.get(c, 0) for user in members for c in played.get(user, ()))
         units = groups.get(name, [])
-        n_users = len(users[name]) if name in users else len({u for u, _ in values} | set(kinds)) or 1
-        row = TypeRow(len(units), judged * n_users)
+        row = TypeRow(len(units), every * len(members) if unreached == "zero" else own)
         for m in measures:
-            column = [values[u][m] for u in units if m in values[u]]
-            denominator = row.rubrics if unreached == "zero" else len(column)
-            row.mean[m] = sum(column) / denominator if column and denominator else None
-        rows[name] = row
-    return rows
+            row.mean[m] = unit_mean([values[u][m] for u in units if m in values[u]], row.rubrics, unreached)
+        rows[name], unplayed[name] = row, every * len(members) - own
+    return rows, unplayed
+
+
+def conversation_of_rubric(rid: str) -> str:
+    """The conversation of a 2026 rubric id (``rub_9-1_3`` -> ``9-1``)."""
+    return rid.removeprefix("rub_").rsplit("_", 1)[0]
+
+
+def _played(keys: Sequence[str]) -> dict[str | None, set[str]]:
+    """user id -> the conversations it played (has a turn in), from turn keys ``[user/]<conversation>_<n>``."""
+    played: dict[str | None, set[str]] = {}
+    for key in keys:
+        user, turn = split_turn_key(key)
+        played.setdefault(user, set()).add(turn.rsplit("_", 1)[0])
+    return played
 
 
 def _users_by_type(run: Run, user_types: Mapping[str, str] | None, by_type: bool) -> dict[str | None, str]:
@@ -215,70 +237,51 @@ def evaluate_rubric_run(run: Run, qrels: Qrels, rubrics: Mapping[str, list[Rubri
         rankings = {rid: dict(standing(turns, choose).ranking()) for (u, rid), turns in judged_units.items()
                     if u == user}
         scored = {rid: r for rid, r in rankings.items() if r}
-        per_query = evaluate(scored, qrels, names).per_query if scored else {}
+        per_query = evaluate(scored, qrels, names, fit=False).per_query if scored else {}  # one user's rubrics
         for rid in rankings:
             values[(user, rid)] = {m: per_query.get(rid, {}).get(m, 0.0) for m in names}
     users: dict[str, set[str | None]] = {}
     for user, kind in kinds.items():
         users.setdefault(kind, set()).add(user)
-    rows = _rows(values, kinds, users, len(qrels), names, unreached)
+    judged: dict[str, int] = {}
+    for rid in qrels:
+        judged[conversation_of_rubric(rid)] = judged.get(conversation_of_rubric(rid), 0) + 1
+    rows, unplayed = _rows(values, kinds, users, judged, _played([t.key for t in run.turns]), names, unreached)
     return TypeTable(rows, names, unreached, {"rubric_turn": choose, "judged_rubrics": len(qrels),
-                                              "unmatched_rubrics": len(unmatched),
+                                              "unplayed_rubrics": unplayed, "unmatched_rubrics": len(unmatched),
                                               "unmatched_examples": unmatched[:3]})
 
 
 def sim_table(judged: Mapping[str, tuple[str | None, int | None]], types: Mapping[str, str],
               rubrics: Mapping[str, list[Rubric]], measures: Sequence[str], threshold: int = 3,
               unreached: str = "skip", topics: Sequence[str] | None = None) -> TypeTable:
-    """The simulator's judgements per (user, rubric), reported per type: a unit is reached when one of the user's
-    turns pursues the rubric (judged or not); ``SimRubricScore`` (the best 0-5 score the user recorded for the
-    rubric; n/a where no turn was judged), ``SimRubricCoverage`` (1 when above ``threshold``), ``SimTurnsToCover``
-    (turns up to the covering one; covered units only, never zero-filled). Rubrics judged: those of ``topics`` (default
-    every topic of the rubrics file). ``judged``: turn key -> (rubric, score); ``types``: turn key -> type."""
-    from ikatkit.evaluate.responses.rubrics import topic_of
-
-    ids = rubric_ids(rubrics)
-    spent: dict[tuple[str | None, str], int] = {}
-    best: dict[tuple[str | None, str], int] = {}
-    cover: dict[tuple[str | None, str], int] = {}
-    kinds: dict[str | None, str] = {}
-    reached: set[tuple[str | None, str]] = set()
-    for key in sorted(judged, key=lambda k: (k.rsplit("_", 1)[0], _number(k))):
-        rubric, score = judged[key]
-        rid = ids.get(topic_of(key), {}).get(norm(rubric)) if rubric else None
-        if rid is None:
-            continue
-        unit = (split_turn_key(key)[0], rid)
-        kinds[unit[0]] = types[key]
-        reached.add(unit)
-        if score is None:  # reached, not judged (a replay user judges nothing)
-            continue
-        spent[unit] = spent.get(unit, 0) + 1
-        best[unit] = max(best.get(unit, 0), score)
-        if score > threshold and unit not in cover:
-            cover[unit] = spent[unit]
-    values: dict[tuple[str | None, str], dict[str, float]] = {unit: {} for unit in reached}
-    for unit, score in best.items():
-        values[unit] = {"SimRubricScore": float(score), "SimRubricCoverage": float(score > threshold)}
-        if unit in cover:
-            values[unit]["SimTurnsToCover"] = float(cover[unit])
-    judged_rubrics = sum(len(v) for t, v in ids.items() if topics is None or t in topics)
+    """The simulator's judgements per (user, rubric) (:func:`~ikatkit.evaluate.responses.providers.simulator.
+    sim_units`, as the Sim measures per dialogue), reported per type: a unit is reached when one of the user's
+    turns pursues the rubric (judged or not); ``SimRubricScore``, ``SimRubricCoverage`` (n/a where no turn was
+    judged) and ``SimTurnsToCover`` (covered units only, never zero-filled). Rubrics judged: those of ``topics``
+    (default every topic of the rubrics file). ``judged``: turn key -> (rubric, score); ``types``: turn key ->
+    type (every turn of the run)."""
+    units = sim_units(judged, rubrics, threshold)
+    user_of = {dialogue_of(key): split_turn_key(key)[0] for key in judged}
+    values: dict[tuple[str | None, str], dict[str, float]] = {(user_of[d], rid): {} for d, rid in units.reached}
+    for (dialogue, rid), measured in units.values.items():
+        values[(user_of[dialogue], rid)] = measured
+    kinds = {split_turn_key(key)[0]: kind for key, kind in types.items()}
+    per_conversation = {c: len(items) for c, items in rubrics.items() if topics is None or c in topics}
     users: dict[str, set[str | None]] = {}
     for user, kind in kinds.items():
         users.setdefault(kind, set()).add(user)
     names = [m for m in measures if m in ("SimRubricScore", "SimRubricCoverage", "SimTurnsToCover")]
-    rows = _rows(values, kinds, users, judged_rubrics, [m for m in names if m != "SimTurnsToCover"], unreached)
+    rows, unplayed = _rows(values, kinds, users, per_conversation, _played(list(types)),
+                           [m for m in names if m != "SimTurnsToCover"], unreached)
     if "SimTurnsToCover" in names:  # a mean over covered units whatever --unreached says
         for name, row in rows.items():
             column = [v["SimTurnsToCover"] for u, v in values.items() if "SimTurnsToCover" in v
                       and (name == ALL or kinds.get(u[0]) == name)]
             row.mean["SimTurnsToCover"] = sum(column) / len(column) if column else None
-    return TypeTable(rows, names, unreached, {"sim_threshold": threshold, "judged_rubrics": judged_rubrics})
-
-
-def _number(key: str) -> int:
-    tail = key.rsplit("_", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+    return TypeTable(rows, names, unreached, {"sim_threshold": threshold,
+                                              "judged_rubrics": sum(per_conversation.values()),
+                                              "unplayed_rubrics": unplayed})
 
 
 def offline_qrels_error(run_name: str, qrels: Qrels) -> IkatError:

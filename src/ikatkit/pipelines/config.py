@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.suggest import path_fix
+from ikatkit.suggest import did_you_mean, path_fix
 from ikatkit.pipelines.base import INITIAL_FIELDS, Placement, Stage
 from ikatkit.pipelines.options import TableView, check_options, fits
 from ikatkit.pipelines.registry import stage_class, stages
@@ -94,7 +94,8 @@ def load_config(path: str | Path) -> RunConfig:
             raise IkatError(f"missing {key!r}", path=path, fix="see configs/demo.toml for the shape of a config")
     for key, value in raw.items():
         if key not in TOP_LEVEL:
-            raise IkatError(f"unknown key {key!r}", path=path, where=key, fix=f"use only {sorted(TOP_LEVEL)}")
+            raise IkatError(f"unknown key {key!r}", path=path, where=key,
+                            fix=did_you_mean(key, TOP_LEVEL, f"use only {sorted(TOP_LEVEL)}"))
         if not fits(value, TOP_LEVEL[key]):
             raise IkatError(f"{key} = {value!r} is not a {TOP_LEVEL[key].__name__}", path=path, where=key,
                             fix="see configs/demo.toml")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.suggest import did_you_mean
 
 
 class TableView(Mapping[str, Any]):
@@ -63,7 +64,8 @@ def check_options(function: Any, options: dict[str, Any], skip: tuple[str, ...] 
         hints = {}
     for key, value in options.items():
         if key not in accepted:
-            raise IkatError(f"unknown option {key!r}", where=key, fix=f"use only {sorted(accepted) or 'no options'}")
+            raise IkatError(f"unknown option {key!r}", where=key,
+                            fix=did_you_mean(key, accepted, f"use only {sorted(accepted) or 'no options'}"))
         hint = hints.get(key, inspect.Parameter.empty)
         if not fits(value, hint):
             raise IkatError(f"{key} = {value!r} is not of type {type_name(hint)}", where=key,

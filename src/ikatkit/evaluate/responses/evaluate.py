@@ -131,6 +131,10 @@ def _evaluate(run: ResponseRun, declared: list[ResponseMeasure], scorers: Respon
     warnings: list[str] = []
     known = _known_turns(run, topics, references, nuggets, rubrics)
     unknown = [q for q in run.responses if q not in known]
+    if topics is not None and len(unknown) * 2 > len(run.responses):  # as `validate` says it (wrong-topics)
+        raise IkatError(f"{len(unknown)} of the {len(run.responses)} turns of run {run.name} are not in these "
+                        f"{topics.year} topics (e.g. {', '.join(unknown[:3])})", path=topics.path,
+                        fix="pass the topics the run answers (--topics): another year's, or train instead of test")
     if unknown:
         source = ("topics" if topics is not None else "nugget file" if nuggets is not None
                   else "references or rubrics" if rubrics else "references")

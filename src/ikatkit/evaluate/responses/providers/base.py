@@ -38,6 +38,7 @@ class ResponseScorers:
     coverage_threshold: float = COVERAGE_THRESHOLD
     llm: ChatLLM | None = None  # the judge of the rubric measures (ikatkit.llm)
     sim_threshold: int = SIM_THRESHOLD  # a rubric the simulated user scored above it is covered
+    unreached: str = "skip"  # the Sim means: over the rubrics a user pursued, or "zero" for the others too
     _bert: sc.BertScore | None = field(default=None, init=False, repr=False)
     _embedder: sc.Embedder | None = field(default=None, init=False, repr=False)
 
