@@ -318,3 +318,16 @@ def test_failures_stop_everything_without_hanging(tmp_path, monkeypatch):
     monkeypatch.undo()
     build_index([good], tmp_path / "i5", threads=1)
     assert not left.exists() and (tmp_path / "i5" / "manifest.json").exists()
+
+
+def test_index_build_says_passages_of_documents(tmp_path, capsys):
+    """4 input lines: 3 passages of 2 documents and a line without text (the 2023 provenance files: 894 passages
+    of 550 documents, printed as '894 passages from 550 input records')."""
+    source = tmp_path / "passages.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "doc-a:0", "contents": "apples and pears"}, {"id": "doc-a:1", "contents": "more apples"},
+        {"id": "doc-b:0", "contents": "bananas"}, {"id": "doc-c:0"}]))
+    from ikatkit.cli import main
+
+    assert main(["index", "build", str(source), "--out", str(tmp_path / "idx"), "--threads", "1"]) == 0
+    assert "indexed 3 passages of 2 documents (1 input records skipped) in " in capsys.readouterr().out

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
+
 from ikatkit.progress import Progress
 
 
@@ -34,3 +36,32 @@ def test_a_failed_job_prints_no_closing_line():
     except ValueError:
         pass
     assert log.getvalue() == ""
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_estimate_from_the_first_batch_then_the_rate_after_it():
+    """The first batch of 16 of 160 turns takes 40 s (models loading): no estimate then (it would say 360 s);
+    16 more turns in 2 s: 128 left at 8 turns/s, 16 s."""
+    clock, log = FakeClock(), io.StringIO()
+    bar = Progress("turns", "turn", 160, stream=log, every=0, clock=clock)
+    clock.now = 40.0
+    bar.update(16)
+    assert bar.left() is None
+    assert log.getvalue() == "turns: 16 of 160 turn in 40 s, 0 turn/s\n"
+    clock.now = 42.0
+    bar.update(16)
+    assert bar.left() == pytest.approx(16.0)
+    assert log.getvalue().splitlines()[-1] == "turns: 32 of 160 turn in 42 s, 1 turn/s, about 0:16 left"
+    resumed = Progress("turns", "turn", 160, stream=io.StringIO(), every=0, initial=64, clock=clock)
+    clock.now = 50.0
+    resumed.update(16)
+    clock.now = 54.0
+    resumed.update(16)
+    assert resumed.left() == pytest.approx(64 * 4 / 16)

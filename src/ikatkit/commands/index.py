@@ -144,8 +144,8 @@ def _build(args: argparse.Namespace) -> None:
         manifest = build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
                                splitter=args.splitter, heap=args.heap, segmenter=args.segmenter, progress=progress)
     counts = manifest["counts"]
-    print(f"{'already built: ' if built else 'indexed '}{counts['passages']} passages from {counts['documents']} input "
-          f"records ({counts['skipped']} records skipped) in {manifest['seconds']} s -> {args.out}")
+    print(f"{'already built: ' if built else 'indexed '}{counts['passages']} passages of {counts['documents']} "
+          f"documents ({counts['skipped']} input records skipped) in {manifest['seconds']} s -> {args.out}")
     problems = manifest["skipped_examples"]
     if counts["skipped"] and not built:
         shown = problems[:SHOWN_PROBLEMS]

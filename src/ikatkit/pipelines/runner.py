@@ -13,8 +13,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ikatkit.errors import IkatError
 from ikatkit.llm.guards import held_refusals
 from ikatkit.pipelines.config import RunConfig, load_config
@@ -24,6 +22,7 @@ from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.runs.templates import SUFFIX as RUN_SUFFIX
 from ikatkit.pipelines.session import Outcome, RunSession, to_run
 from ikatkit.pipelines.session.store import batch_unit
+from ikatkit.progress import Progress
 from ikatkit.topics import Topics, load_topics
 
 RunOutcome = Outcome  # the name of the Python API's result
@@ -67,9 +66,9 @@ def _run(session: RunSession, topics: Topics, out: Path, validate: bool, restart
         store.write_stamp(parts)
     done_turns = len(records) - sum(len(batches[i]) for i in pending)
     per_stage = sys.stderr.isatty()  # a bar per stage on a terminal; one bar, printed every 30 s, in logs
-    bars = ([tqdm(total=len(records), initial=done_turns, desc=f"{s.name:>16}", position=p, leave=True, unit="turn")
+    bars = ([Progress(f"{s.name:>16}", "turn", len(records), initial=done_turns, position=p)
              for p, s in enumerate(pipeline.stages)] if per_stage else
-            [tqdm(total=len(records), initial=done_turns, desc="turns", unit="turn", mininterval=30)])
+            [Progress("turns", "turn", len(records), initial=done_turns)])
     done_now, turns_now, seconds_now = 0, 0, 0.0
     with held_refusals() as held:  # the guards' warnings would land amid the bars: one line after them
         for i in pending:
