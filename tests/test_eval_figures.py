@@ -201,3 +201,11 @@ def test_eval_responses_refuses_another_years_topics_and_validate_names_the_year
                  "--measures", "Words"]) == 2
     err = capsys.readouterr().err
     assert f"{ikat2023 / 'train_topics.json'}: " in err and "turns of run r25 are not in these 2023 topics" in err
+
+
+def test_compare_says_which_units_the_sim_means_are_over(three, capsys):
+    dump, rubrics, _ = three
+    for extra, said in (([], "(--unreached skip)"), (["--unreached", "zero"], "(--unreached zero)")):
+        assert main(["compare", f"a={dump}", f"b={dump}", "--rubrics", str(rubrics), "--measures", "SimRubricScore",
+                     *extra]) == 0
+        assert said in capsys.readouterr().err

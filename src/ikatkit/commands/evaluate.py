@@ -417,6 +417,9 @@ def _run_compare(args: argparse.Namespace) -> int:
                                       measures=response_measures or None, test=args.test,
                                       correction=args.correction, missing=args.missing, all_pairs=args.all_pairs,
                                       **response_options)
+        for said in dict.fromkeys(r.info["sim_unreached"] for r in responses.results.values()
+                                  if "sim_unreached" in r.info):
+            print(said, file=sys.stderr)
     options = {"baseline": baseline, "measures": ranking_measures or None, "test": args.test,
                "correction": args.correction, "missing": args.missing, "all_pairs": args.all_pairs}
     qrels = args.qrels if args.qrels and (ranking_measures or not response_measures) else None
