@@ -517,7 +517,7 @@ def test_every_resource_kind_has_a_check_and_a_factory():
     from ikatkit.pipelines.resources import KINDS, PARAM_KINDS, resource
 
     assert set(KINDS) == {k for kinds in PARAM_KINDS.values() for k in kinds}
-    assert list(KINDS) == ["llm", "bi-encoder", "cross-encoder", "bm25", "dense", "partitioned-bm25"]
+    assert list(KINDS) == ["llm", "bi-encoder", "cross-encoder", "bm25", "dense", "splade", "partitioned-bm25"]
     for kind in KINDS.values():
         assert callable(kind.check) and callable(kind.build)
     with pytest.raises(IkatError, match="unknown option"):

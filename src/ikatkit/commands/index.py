@@ -1,4 +1,4 @@
-"""``ikatkit index``: build Lucene, dense and partitioned indexes; show stats; look up a passage."""
+"""``ikatkit index``: build Lucene, dense, sparse (SPLADE) and partitioned indexes; show stats; look up a passage."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ikatkit.index.build import MANIFEST, build_index
 from ikatkit.index.dense import build_dense
 from ikatkit.index.encode import BACKENDS
 from ikatkit.index.indexing import SEGMENTERS
+from ikatkit.index.sparse import build_sparse
 from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.partition.strategies import STRATEGIES
 from ikatkit.progress import Progress
@@ -72,6 +73,29 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="passages per shard, the unit of resuming")
     d.add_argument("--format", default="auto", choices=["auto", *FORMATS])
     d.add_argument("--splitter", default="auto", choices=SPLITTERS)
+    sp = isub.add_parser("sparse", help="encode passages with SPLADE on Ray, build a Lucene impact index (Anserini)",
+                         description="Passages are read as `index dense` reads them, encoded into quantized SPLADE "
+                                     "term weights by Ray actors (JSON vector shards: a killed job resumes with the "
+                                     "shards not yet finished), then indexed by Anserini as an impact index.")
+    sp.add_argument("inputs", nargs="+", help="a Lucene index of `index build`, or collection files or folders")
+    sp.add_argument("--out", required=True, help="sparse index folder (re-running a finished one does nothing)")
+    sp.add_argument("--model", default=default(build_sparse, "model"),
+                    help="SPLADE masked-LM model: a folder, or a hub id in the local Hugging Face cache (never "
+                         "downloaded)")
+    sp.add_argument("--ray", help="auto or HOST:PORT to join a running Ray cluster (default: a local Ray on this "
+                                  "machine's cores)")
+    sp.add_argument("--batch-size", type=int, default=default(build_sparse, "batch_size"),
+                    help="passages per forward pass")
+    sp.add_argument("--threads", type=int, default=default(build_sparse, "threads"),
+                    help="CPU threads per encoder worker")
+    sp.add_argument("--workers", type=int, help="encoder workers (default: one per GPU of the cluster, else one per "
+                                                "--threads CPUs)")
+    sp.add_argument("--shard-size", type=int, default=default(build_sparse, "shard_size"),
+                    help="passages per shard, the unit of resuming")
+    sp.add_argument("--index-threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
+    sp.add_argument("--heap", default=default(build_sparse, "heap"), help="Java heap for Anserini")
+    sp.add_argument("--format", default="auto", choices=["auto", *FORMATS])
+    sp.add_argument("--splitter", default="auto", choices=SPLITTERS)
     pt = isub.add_parser("partition", help="split an index or collection into M Lucene indexes (M-RAG partitions)")
     pt.add_argument("source", help="an index of `index build`, or collection files/folder (read as `index build` does)")
     pt.add_argument("--strategy", required=True, choices=STRATEGIES,
@@ -109,6 +133,17 @@ def add(sub: argparse._SubParsersAction) -> None:
                                        splitter=args.splitter, progress=bar.update)
             print(f"dense index of {manifest['counts']['passages']} passages ({manifest['model']}, "
                   f"{manifest['dimension']} dims, faiss {manifest['faiss']}) -> {args.out}")
+        elif args.index_command == "sparse":
+            from ikatkit.extras import require
+
+            require(["transformers", "ray"], "index sparse")  # before the progress bar opens
+            with Progress("encoded", "passages") as bar:
+                manifest = build_sparse(args.inputs, args.out, model=args.model, ray_address=args.ray,
+                                        batch_size=args.batch_size, shard_size=args.shard_size, threads=args.threads,
+                                        workers=args.workers, index_threads=args.index_threads, heap=args.heap,
+                                        fmt=args.format, splitter=args.splitter, progress=bar.update)
+            print(f"sparse index of {manifest['counts']['passages']} passages ({manifest['model']}, "
+                  f"{manifest['quantization']}) -> {args.out}")
         elif args.index_command == "build":
             _build(args)
         elif args.index_command == "partition":

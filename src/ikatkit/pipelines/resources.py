@@ -179,6 +179,23 @@ def _build_dense(name: str, spec: dict[str, Any], where: Where) -> Any:
     return _dense_class()(spec.pop("path"), spec.pop("index", where.index), **spec)
 
 
+def _splade_class() -> type[Any]:
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    return SpladeSearcher
+
+
+def _check_splade(options: dict[str, Any]) -> None:
+    if not isinstance(options.get("path"), str):
+        raise IkatError("a splade resource names its index folder", where="path",
+                        fix='add path = "<folder of ikatkit index sparse, or an Anserini impact index>"')
+    check_options(_splade_class().__init__, options)
+
+
+def _build_splade(name: str, spec: dict[str, Any], where: Where) -> Any:
+    return _splade_class()(spec.pop("path"), **spec)
+
+
 def _check_partitioned(options: dict[str, Any]) -> None:  # ``partitions``: the folder, else --index
     if not isinstance(options.get("partitions", ""), str):
         raise IkatError(f"partitions = {options['partitions']!r} is not a folder name", where="partitions",
@@ -210,6 +227,9 @@ KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
                  modules=("torch", "sentence_transformers", "faiss"), files=("path", "index"),
                  identity=("path", "index"),
                  needs="a dense index (from `ikatkit index dense`)"),
+    ResourceKind("splade", "searcher", _check_splade, _build_splade, _splade_class,
+                 modules=(*LUCENE, "torch", "transformers"), models=("model",), cache_only=True, files=("path",),
+                 identity=("path", "model"), needs="a SPLADE impact index (from `ikatkit index sparse`)"),
     ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _partitioned_class,
                  modules=LUCENE, files=("partitions",), identity=("partitions",),
                  needs="partitions (`--index`, from `ikatkit index partition`)"),

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ikatkit.errors import IkatError
 from ikatkit.index.lucene import open_index
 from ikatkit.index.texts import TextsFunction
 
@@ -54,6 +55,9 @@ class Bm25Searcher:
 
         self.info = open_index(index)
         self.index = self.info.path
+        if (self.info.manifest or {}).get("kind") == "sparse":
+            raise IkatError("this is a SPLADE impact index: BM25 would score its term weights as words",
+                            path=self.index, fix='search it with a resource of kind = "splade" (path = this folder)')
         self.pyserini = import_pyserini("pyserini.search.lucene").LuceneSearcher(str(self.index))
         from jnius import JavaException, cast  # only once our JVM runs: importing jnius first would start a bare one
 

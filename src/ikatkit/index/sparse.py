@@ -1,0 +1,178 @@
+"""A learned sparse (SPLADE) index: passages encoded on Ray into quantized term weights, then a Lucene impact index
+built by Anserini from them.
+
+The folder ``out`` holds, in the order they are made:
+
+- ``texts/NNNNN.parquet``: the passages in shards of ``shard_size``, read as ``index dense`` reads them
+  (:func:`ikatkit.index.dense.read_source`); ``work.json`` fingerprints what changes the vectors;
+- ``vectors/NNNNN.jsonl.gz``: Anserini's ``JsonVectorCollection`` (``{"id", "contents", "vector": {term:
+  weight}}``), the weights quantized as :data:`ikatkit.index.splade.QUANTIZATION` says. Encoder actors on the Ray
+  pipeline of ``index dense`` (:func:`ikatkit.index.dense.encoded_batches`) encode the shards not yet written, a
+  shard a call; a complete shard is renamed into place, so a killed job resumes with the others and ends with the
+  vectors of an uninterrupted one;
+- the Lucene index itself (``segments_N``...): Anserini's ``IndexCollection -impact -pretokenized`` (a term's
+  weight is its frequency, scored by ``ImpactSimilarity``), the raw JSON stored so that ``index get``/``verify`` and
+  passage texts work as for a BM25 index; built in a work folder, its files moved in when complete;
+- ``manifest.json``, last: ``kind = "sparse"``, model, quantization, counts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ikatkit.atomic import write_json
+from ikatkit.errors import IkatError
+from ikatkit.index.build import MANIFEST, default_threads
+from ikatkit.index.dense import SHARD_SIZE, encoded_batches, read_source, write_texts
+from ikatkit.index.splade import DEFAULT_MODEL, PASSAGE_LENGTH, QUANTIZATION, SCALE
+from ikatkit.java import anserini_jar
+
+KIND = "sparse"
+ANSERINI_OPTIONS = ("-impact", "-pretokenized", "-storeRaw")
+
+
+class _EncodeVectors:
+    """A Ray Data actor: each passage of a batch as its ``JsonVectorCollection`` line (``line``), with ``shard``
+    and ``row``."""
+
+    def __init__(self, model: str, threads: int, batch_size: int, gpus: int) -> None:
+        from ikatkit.index.splade import SpladeEncoder
+
+        self.encoder = SpladeEncoder(model, "cuda" if gpus else None, threads)
+        self.batch_size = batch_size
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        texts = [str(t) for t in batch["text"]]
+        vectors = self.encoder.encode(texts, self.batch_size)
+        lines = [json.dumps({"id": str(pid), "contents": text, "vector": vector}, ensure_ascii=False)
+                 for pid, text, vector in zip(batch["id"], texts, vectors)]
+        return {"shard": batch["shard"], "row": batch["row"], "line": np.array(lines, dtype=object)}
+
+
+def encode_vectors(texts: Path, vectors: Path, sizes: list[int], encoder: dict[str, Any], ray: Any, workers: int,
+                   threads: int, gpus: int, progress: Callable[[int], None] | None = None) -> None:
+    """Encode the text shards whose vector shard is missing; ``progress(passages)`` after each finished shard."""
+    vectors.mkdir(parents=True, exist_ok=True)
+    for stale in vectors.glob(".*.tmp"):  # a killed job's unfinished shards
+        stale.unlink()
+    pending = [n for n in range(len(sizes)) if not (vectors / f"{n:05d}.jsonl.gz").exists()]
+    if not pending:
+        return
+    open_shards: dict[int, list[str]] = {}
+    filled: dict[int, int] = {}
+    # a shard a call (None): its texts are batched by length within the shard alone, so a resumed job encodes each
+    # shard in the batches an uninterrupted one does (padding changes floats in the last bits, and a rounding)
+    for batch in encoded_batches(texts, pending, _EncodeVectors, dict(encoder, threads=threads, gpus=gpus), ray,
+                                 workers, threads, gpus, rows=None):
+        for shard, row, line in zip(batch["shard"].tolist(), batch["row"].tolist(), batch["line"]):
+            lines = open_shards.setdefault(shard, [""] * sizes[shard])
+            lines[row] = str(line)
+            filled[shard] = filled.get(shard, 0) + 1
+            if filled[shard] == sizes[shard]:
+                tmp = vectors / f".{shard:05d}.jsonl.gz.tmp"
+                with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as handle:
+                    handle.writelines(f"{found}\n" for found in lines)
+                os.replace(tmp, vectors / f"{shard:05d}.jsonl.gz")
+                del open_shards[shard]
+                if progress:
+                    progress(sizes[shard])
+    if open_shards:
+        raise IkatError(f"Ray returned too few vectors for shards {sorted(open_shards)}", path=vectors,
+                        fix="run the same command again: finished shards are kept")
+
+
+def _index_vectors(vectors: Path, out: Path, passages: int, threads: int, heap: str) -> None:
+    """Anserini's impact index of the vector shards, built beside ``out`` and its files moved into ``out``."""
+    from ikatkit.index.anserini import Anserini
+
+    for stale in out.glob(".lucene-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    work = out / f".lucene-{os.getpid()}"
+    try:
+        with Anserini(vectors, work, threads, heap, out, "JsonVectorCollection", options=ANSERINI_OPTIONS) as anserini:
+            anserini.wait(passages)
+        for path in sorted(work.iterdir(), key=lambda p: p.name.startswith("segments")):  # the commit last
+            if path.name != "write.lock":
+                os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def read_manifest(path: str | Path) -> dict[str, Any] | None:
+    """The manifest of a finished sparse index at ``path``, else None."""
+    found = Path(path) / MANIFEST
+    manifest = json.loads(found.read_text(encoding="utf-8")) if found.exists() else {}
+    return manifest if manifest.get("kind") == KIND else None
+
+
+def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = DEFAULT_MODEL,
+                 ray_address: str | None = None, batch_size: int = 8, shard_size: int = SHARD_SIZE,
+                 threads: int = 1, workers: int | None = None, index_threads: int | None = None, heap: str = "4g",
+                 fmt: str = "auto", splitter: str = "auto",
+                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Encode the passages of ``inputs`` (a Lucene index or collection files) with SPLADE model ``model`` into
+    ``out`` on ``workers`` Ray actors (default: one per GPU, else one per ``threads`` CPUs), then index them with
+    Anserini on ``index_threads`` threads; returns the manifest (a finished index is left as it is)."""
+    from ikatkit.index.splade import load_splade
+    from ikatkit.raycluster import connect, resources
+
+    out = Path(out)
+    started = time.time()
+    finished = read_manifest(out)
+    if finished is not None:
+        return finished
+    work = out / "work.json"
+    if not work.exists() and out.exists() and any(out.iterdir()):
+        raise IkatError("the output folder exists and is not a sparse index", path=out, fix="choose another --out")
+    source, passages = read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
+    tokenizer, loaded = load_splade(model)
+    fingerprint = {"source": source, "model": model, "shard_size": shard_size, "max_length": PASSAGE_LENGTH,
+                   "quantization": QUANTIZATION, "vocabulary": int(loaded.config.vocab_size),
+                   "versions": {name: metadata.version(name) for name in ("transformers", "torch")}}
+    del tokenizer, loaded
+    if work.exists() and json.loads(work.read_text(encoding="utf-8")) != fingerprint:
+        raise IkatError("an unfinished sparse index here was started from other inputs or settings", path=out,
+                        fix="run it again with the same inputs and options, or remove the folder")
+    if not work.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(work, fingerprint)
+    sizes = write_texts(passages, out / "texts", shard_size)
+    ray = connect(ray_address)
+    cpus, gpus = resources(ray)
+    workers = workers or max(1, gpus if gpus else cpus // threads)
+    encoder = {"model": model, "batch_size": batch_size}
+    encode_vectors(out / "texts", out / "vectors", sizes, encoder, ray, workers, threads, gpus, progress)
+    index_threads = index_threads or default_threads()
+    _index_vectors(out / "vectors", out, sum(sizes), index_threads, heap)
+    manifest = {
+        "kind": KIND,
+        "model": model,
+        "scoring": "impact: sum over shared terms of query weight x passage weight (Anserini's ImpactSimilarity)",
+        "quantization": QUANTIZATION,
+        "scale": SCALE,
+        "max_length": PASSAGE_LENGTH,
+        "counts": {"passages": sum(sizes), "shards": len(sizes)},
+        "shard_size": shard_size,
+        "source": source,
+        "parameters": {"batch_size": batch_size, "threads_per_worker": threads, "workers": workers,
+                       "index_threads": index_threads, "heap": heap, "anserini": list(ANSERINI_OPTIONS),
+                       "ray": ray_address or "local", "cluster": {"cpus": cpus, "gpus": gpus}},
+        "versions": {name: metadata.version(name) for name in ("ikatkit", "transformers", "torch", "pyserini",
+                                                               "ray")},
+        "anserini_jar": anserini_jar().name,
+        "seconds": round(time.time() - started, 2),
+        "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    write_json(out / MANIFEST, manifest)
+    return manifest

@@ -1,0 +1,277 @@
+"""Learned sparse retrieval: random-weight SPLADE models of the real shape (BERT-base masked LM, 30,522 terms; no
+SPLADE weights reach these machines), real local Ray, real Anserini impact indexes of the real iKAT 2023 passages,
+real Lucene search checked against a brute-force dot product over the stored quantized vectors.
+
+On 2 shared CPU cores BERT-base encodes about one passage a second, so the full-depth model indexes 8 of the 894
+passages; the searches run on 40 of them encoded by the same model cut to 2 layers (same width, vocabulary and MLM
+head: the head's LayerNorm keeps the weights of the same scale)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from ikatkit.errors import IkatError
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from splade_random import random_splade  # noqa: E402
+
+pytestmark = pytest.mark.slow
+PASSAGES, SHARD = 40, 5  # 8 shards: a stop after the first lands while most are still to encode
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    from ikatkit.raycluster import connect
+
+    ray = connect(None, num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("splade-models")
+
+
+@pytest.fixture(scope="module")
+def shallow(models) -> Path:
+    return random_splade(models / "bert-base-2-layers", layers=2)
+
+
+@pytest.fixture(scope="module")
+def subset(passages_jsonl, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("splade-passages") / f"{PASSAGES}.jsonl"
+    path.write_text("".join(passages_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:PASSAGES]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sparse_index(subset, shallow, ray_local, tmp_path_factory) -> Path:
+    from ikatkit.index.sparse import build_sparse
+
+    out = tmp_path_factory.mktemp("sparse") / "splade"
+    build_sparse([subset], out, model=str(shallow), shard_size=SHARD)
+    return out
+
+
+def _vectors(index: Path) -> dict[str, dict[str, int]]:
+    """The stored quantized vectors, in shard order."""
+    return {r["id"]: r["vector"] for shard in sorted((index / "vectors").glob("*.jsonl.gz"))
+            for r in map(json.loads, gzip.open(shard, "rt", encoding="utf-8"))}
+
+
+def _brute_force(query: dict[str, int], vectors: dict[str, dict[str, int]]) -> list[tuple[str, float]]:
+    """Every passage sharing a term with the query by the integer dot product, ties by id."""
+    scored = [(pid, sum(weight * vector.get(term, 0) for term, weight in query.items()))
+              for pid, vector in vectors.items()]
+    return sorted(((pid, float(s)) for pid, s in scored if s > 0), key=lambda hit: (-hit[1], hit[0]))
+
+
+def _queries(ikat2023: Path, n: int) -> dict[str, str]:
+    from ikatkit.topics import load_topics
+
+    return dict(list(load_topics(ikat2023 / "test_topics.json").queries("manual").items())[:n])
+
+
+def test_real_shape_model_indexes_real_passages(passages_jsonl, models, ray_local, tmp_path, capsys):
+    """BERT-base (12 layers, 768 wide, 30,522 terms) with the bundled WordPiece tokenizer: `index sparse` indexes
+    real passages, `index stats` shows the manifest, and a search's scores are the dot products of the vectors."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from ikatkit.cli import main
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    model = random_splade(models / "bert-base")
+    config, tokenizer = AutoConfig.from_pretrained(model), AutoTokenizer.from_pretrained(model)
+    assert (config.vocab_size, len(tokenizer), config.num_hidden_layers, config.hidden_size) == (30522, 30522, 12, 768)
+    eight = tmp_path / "8.jsonl"
+    eight.write_text("".join(passages_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:8]))
+    out = tmp_path / "splade"
+    assert main(["index", "sparse", str(eight), "--out", str(out), "--model", str(model), "--shard-size", "4"]) == 0
+    assert main(["index", "stats", str(out)]) == 0
+    stats = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert (stats["kind"], stats["counts"], stats["lucene"]["documents"]) == ("sparse", {"passages": 8, "shards": 2}, 8)
+    assert stats["quantization"].startswith("round(weight * 100)")
+    vectors = _vectors(out)
+    sizes = sorted(map(len, vectors.values()))  # SPLADE-like sparsity (BIAS of bench/splade_random.py)
+    assert 20 < sizes[0] and sizes[-1] < 1000 and 100 < sizes[len(sizes) // 2] < 600, sizes
+    searcher = SpladeSearcher(out)
+    query = searcher.encoder.encode_queries(["how much protein does a vegetarian marathon runner need"])[0]
+    assert 5 < len(query) < 100
+    assert searcher.search_vectors({"q": query}, 1000)["q"] == _brute_force(query, vectors)
+
+
+def test_manifest_and_stored_vectors(sparse_index, subset, shallow):
+    from ikatkit.index.splade import SpladeEncoder
+    from ikatkit.index.texts import LuceneTexts
+
+    manifest = json.loads((sparse_index / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["kind"], manifest["model"], manifest["scale"]) == ("sparse", str(shallow), 100)
+    assert manifest["counts"] == {"passages": PASSAGES, "shards": PASSAGES // SHARD}
+    texts = {r["id"]: r["contents"] for r in map(json.loads, subset.read_text(encoding="utf-8").splitlines())}
+    vectors = _vectors(sparse_index)
+    assert list(vectors) == list(texts)
+    assert LuceneTexts(sparse_index).texts(list(texts)[:5]) == {pid: texts[pid] for pid in list(texts)[:5]}
+    # each stored vector is its text's encoding, quantized (a weight may differ by 1 where a float of another
+    # batch's padding rounded the other way)
+    encoder = SpladeEncoder(str(shallow))
+    for pid, expected in zip(list(texts)[:4], encoder.encode([texts[p] for p in list(texts)[:4]])):
+        stored = vectors[pid]
+        assert all(isinstance(w, int) and w > 0 for w in stored.values())
+        assert max(abs(stored.get(t, 0) - expected.get(t, 0)) for t in {*stored, *expected}) <= 1
+
+
+def test_retrieve_scores_equal_the_hand_computation(sparse_index, ikat2023, tmp_path):
+    """The `retrieve` stage of a config with a splade resource: every score is the sum over shared terms of query
+    weight x stored passage weight, every passage sharing a term is returned, ties by id."""
+    from ikatkit.pipelines.config import Resources, build_stages, load_config
+    from ikatkit.pipelines.record import records_for
+    from ikatkit.topics import load_topics
+
+    config = tmp_path / "splade.toml"
+    config.write_text(f'name = "splade"\n[resources.splade]\nkind = "splade"\npath = "{sparse_index}"\n'
+                      '[[stages]]\nstage = "manual_query"\n[[stages]]\nstage = "retrieve"\nk = 1000\n'
+                      'expand_ptkb = false\n', encoding="utf-8")
+    loaded = load_config(config)
+    stages = build_stages(loaded, Resources(loaded, None, tmp_path))
+    records = records_for(load_topics(ikat2023 / "test_topics.json"))[:3]
+    for stage in stages:
+        records = stage.transform(records)
+    searcher, vectors = stages[1].searcher, _vectors(sparse_index)
+    for record in records:
+        query = searcher.encoder.encode_queries([record.query])[0]
+        hand = {pid: sum(weight * vectors[pid].get(term, 0) for term, weight in query.items()) for pid in vectors}
+        assert record.ranking and all(score == hand[pid] for pid, score in record.ranking)
+        assert {pid for pid, _ in record.ranking} == {pid for pid, s in hand.items() if s > 0}
+        assert record.ranking == sorted(record.ranking, key=lambda hit: (-hit[1], hit[0]))
+
+
+def test_top_1000_equal_brute_force_and_anserini_on_20_queries(sparse_index, ikat2023):
+    """20 queries: the batch (TopHits on 2 threads), each query alone in parts (ParallelSearch) and Anserini's own
+    SimpleImpactSearcher all return the brute-force ranking of the stored vectors."""
+    from ikatkit.java import autoclass
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    searcher = SpladeSearcher(sparse_index)
+    parts = SpladeSearcher(sparse_index, parallel_from=0)
+    anserini = autoclass("io.anserini.search.SimpleImpactSearcher")(str(sparse_index))
+    integer, hashmap = autoclass("java.lang.Integer"), autoclass("java.util.HashMap")
+    queries = _queries(ikat2023, 20)
+    vectors = _vectors(sparse_index)
+    encoded = dict(zip(queries, searcher.encoder.encode_queries(list(queries.values()))))
+    found = searcher.search_vectors(encoded, 1000)
+    for qid, query in encoded.items():
+        expected = _brute_force(query, vectors)
+        assert found[qid] == expected and parts.search_vectors({qid: query}, 1000)[qid] == expected
+        weights = hashmap()
+        for term, weight in query.items():
+            weights.put(term, integer(weight))
+        assert [(h.docid, float(h.score)) for h in anserini.search(weights, 1000)] == expected
+    assert searcher.batch_search({"empty": " "}, 10) == {"empty": []}
+
+
+def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, subset, shallow, tmp_path):
+    """SIGINT to the process group of `index sparse` after its first shard: the group ends, and the resumed command
+    encodes only the shards left and ends with the same vectors and rankings as the uninterrupted index."""
+    from stops import start, stop_when
+
+    from ikatkit.cli import main
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    out = tmp_path / "splade"
+    args = ["index", "sparse", str(subset), "--out", str(out), "--model", str(shallow), "--shard-size", str(SHARD),
+            "--workers", "1"]
+    log = tmp_path / "sparse.txt"
+    stop_when(start(args, log), lambda: any((out / "vectors").glob("*.jsonl.gz")), signal.SIGINT, args, log)
+    kept = {p.name: p.stat().st_mtime_ns for p in (out / "vectors").glob("*.jsonl.gz")}
+    assert 0 < len(kept) < PASSAGES // SHARD and not (out / "manifest.json").exists()
+    assert main(args) == 0
+    assert {name: (out / "vectors" / name).stat().st_mtime_ns for name in kept} == kept  # not encoded again
+    resumed = _vectors(out)
+    assert list(resumed.items()) == list(_vectors(sparse_index).items())
+    query = {"q": "vegetarian protein for a marathon runner"}
+    ranked = SpladeSearcher(out).batch_search(query, 10)["q"]
+    assert ranked == _brute_force(SpladeSearcher(out).encoder.encode_queries(list(query.values()))[0], resumed)[:10]
+
+
+def test_hybrid_config_fuses_splade_with_bm25(sparse_index, passages_index, ikat2023, tmp_path):
+    """A splade and a bm25 retrieve fused by the fuse stage: the fused list is fusion.weighted of the two lists."""
+    from ikatkit.pipelines.config import Resources, build_stages, load_config
+    from ikatkit.pipelines.record import records_for
+    from ikatkit.retrieve.fusion import weighted
+    from ikatkit.topics import load_topics
+
+    config = tmp_path / "hybrid.toml"
+    config.write_text(f'name = "hybrid"\n[resources.bm25]\nkind = "bm25"\n[resources.splade]\nkind = "splade"\n'
+                      f'path = "{sparse_index}"\n[[stages]]\nstage = "manual_query"\n'
+                      '[[stages]]\nstage = "retrieve"\nsearcher = "bm25"\nk = 50\nexpand_ptkb = false\n'
+                      '[[stages]]\nstage = "retrieve"\nsearcher = "splade"\nk = 50\nexpand_ptkb = false\n'
+                      '[[stages]]\nstage = "fuse"\nmethod = "weighted"\nweights = [0.3, 0.7]\n', encoding="utf-8")
+    loaded = load_config(config)
+    stages = build_stages(loaded, Resources(loaded, passages_index, tmp_path))
+    records = records_for(load_topics(ikat2023 / "test_topics.json"))[:2]
+    for stage in stages:
+        records = stage.transform(records)
+    for record in records:
+        bm25, splade = stages[1].searcher.search(record.query, 50), stages[2].searcher.search(record.query, 50)
+        assert bm25 and splade and record.ranking == weighted([bm25, splade], k=len(record.ranking),
+                                                              weights=[0.3, 0.7])
+
+
+def test_missing_model_and_wrong_index_are_one_clear_error(passages_index, sparse_index, monkeypatch):
+    from ikatkit.index.splade import load_splade
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.pipelines.resources import resource
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(IkatError, match="not available offline") as err:
+        load_splade("naver/splade-cocondenser-ensembledistil")
+    assert "hf download naver/splade-cocondenser-ensembledistil" in (err.value.fix or "")
+    with pytest.raises(IkatError, match="names its index folder"):
+        resource("s", {"kind": "splade", "model": "x"})
+    with pytest.raises(IkatError, match="not a sparse"):
+        SpladeSearcher(passages_index)
+    with pytest.raises(IkatError, match="SPLADE impact index"):
+        Bm25Searcher(sparse_index)
+
+
+def test_the_baseline_config_runs_and_validates(sparse_index, passages_index, ikat2023, tmp_path):
+    """configs/splade_rr_baseline.toml with what loads here substituted (the random-weight SPLADE index, a
+    cross-encoder built from the bundled MiniLM with an untrained head, the bundled SmolLM2): a 2023 test conversation
+    runs through SPLADE top 1,000, re-ranking and generation, and the run validates."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ikatkit.models import resolve_model
+    from ikatkit.pipelines import run_pipeline
+    from ikatkit.topics import load_topics
+
+    torch.manual_seed(0)
+    cross_encoder = tmp_path / "cross-encoder"
+    CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(cross_encoder))
+    text = (ROOT / "configs" / "splade_rr_baseline.toml").read_text(encoding="utf-8")
+    for shipped, here in (('model = "meta-llama/Llama-3.1-8B-Instruct"\nmax_new_tokens = 256',
+                           'model = "bundled:smollm2"\nmax_new_tokens = 24'),
+                          ('model = "cross-encoder/ms-marco-MiniLM-L-12-v2"', f'model = "{cross_encoder}"'),
+                          ('path = "indexes/ikat23-splade"\nmodel = "naver/splade-cocondenser-ensembledistil"',
+                           f'path = "{sparse_index}"')):
+        assert shipped in text
+        text = text.replace(shipped, here)
+    config = tmp_path / "splade_rr_baseline.toml"
+    config.write_text(text, encoding="utf-8")
+    topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
+    outcome = run_pipeline(config, topics, tmp_path / "run", index=passages_index, cache_dir=tmp_path / "cache")
+    assert outcome.valid is True and len(outcome.records) == len(topics)
+    vectors = _vectors(sparse_index)
+    for record in outcome.records:
+        assert record.response.strip() and record.ranking
+        assert {pid for pid, _ in record.ranking} <= set(vectors)
