@@ -442,7 +442,8 @@ def _run_compare(args: argparse.Namespace) -> int:
         print(titles[prefix] + comparison.to_markdown() + "\n")
         if args.out:
             files = write_comparison(comparison, Path(args.out), prefix=prefix)
-            tables = [files[k] for k in ("csv", "latex", "per_turn", "per_conversation", "pairs") if k in files]
+            tables = [files[k] for k in ("markdown", "csv", "latex", "per_turn", "per_conversation", "pairs")
+                      if k in files]
             print(f"tables and plots in {args.out}: " + ", ".join(Path(f).name for f in [*tables, *files["plots"]])
                   + "\n")
     return 0
