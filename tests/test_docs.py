@@ -119,3 +119,43 @@ def test_development_layout_matches_the_tree():
     assert all((src / name).exists() for name in named), sorted(n for n in named if not (src / n).exists())
     tops = set(re.findall(r"^(\S+/)\s", block, flags=re.MULTILINE)) - {"src/ikatkit/"}
     assert tops and all((ROOT / name).is_dir() for name in tops), tops
+
+
+# --- docs/first-project.md: what its commands print, line for line -------------------------------------------------
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+SECONDS = re.compile(r"\b\d+(\.\d+)? s\b")  # times vary with the machine; everything else must not
+
+
+def _command_outputs(page: Path) -> list[tuple[list[str], str]]:
+    """Each ``bash`` block's ikatkit commands (continuation lines joined) and the ``text`` block after it: what they
+    print to stdout."""
+    blocks = [(kind, body) for kind, body in FENCE.findall(page.read_text(encoding="utf-8"))]
+    pairs = []
+    for (kind, body), (next_kind, printed) in zip(blocks, blocks[1:]):
+        commands = [c.strip() for c in body.replace("\\\n", " ").splitlines() if c.strip().startswith("ikatkit ")]
+        if kind == "bash" and next_kind == "text" and commands:
+            pairs.append((commands, printed))
+    return pairs
+
+
+@pytest.mark.slow
+def test_first_project_prints_what_the_page_quotes(ikat2023, tmp_path, monkeypatch, capsys):
+    """Every command of docs/first-project.md, run as written (``$DATA`` the 2023 data) in a fresh folder, prints
+    the lines the page quotes after it, in order, but for the seconds it took."""
+    import shlex
+
+    from ikatkit.cli import main
+
+    pairs = _command_outputs(DOCS / "first-project.md")
+    assert [c.split()[1] for commands, _ in pairs for c in commands] == [
+        "index", "run", "run", "eval", "eval", "compare", "report"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    for commands, quoted in pairs:
+        printed = ""
+        for command in commands:
+            args = shlex.split(command.replace("$DATA", str(ikat2023)))[1:]
+            assert main(args) == 0, command
+            printed += capsys.readouterr().out
+        assert SECONDS.sub("T s", printed).splitlines() == SECONDS.sub("T s", quoted).splitlines(), commands
