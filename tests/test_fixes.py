@@ -58,13 +58,14 @@ def _reached(start: str) -> set[str]:
 
 
 def _fixes() -> list[tuple[str, int, str]]:
-    """(module, line, text) of every ``fix=`` argument: its string parts joined (an f-string's constants)."""
+    """(module, line, text) of every ``fix=`` (and ``where=``) argument naming an option: its string parts joined
+    (an f-string's constants)."""
     found = []
     for name, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
                 for keyword in node.keywords:
-                    if keyword.arg == "fix":
+                    if keyword.arg in ("fix", "where"):  # where="--qrels": the option the error is about
                         text = " ".join(n.value for n in ast.walk(keyword.value)
                                         if isinstance(n, ast.Constant) and isinstance(n.value, str))
                         if OPTION.search(text):
