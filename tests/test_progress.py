@@ -65,3 +65,23 @@ def test_no_estimate_from_the_first_batch_then_the_rate_after_it():
     clock.now = 54.0
     resumed.update(16)
     assert resumed.left() == pytest.approx(64 * 4 / 16)
+
+
+def test_a_terminal_bar_shows_the_estimate_only_after_the_first_batch():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clock = FakeClock()
+    first = Terminal()
+    with Progress("turns", "turn", 160, stream=first, clock=clock) as bar:
+        clock.now = 40.0
+        bar.update(16)
+    assert "16/160 [" in first.getvalue() and "left" not in first.getvalue()
+    both = Terminal()
+    with Progress("turns", "turn", 160, stream=both, clock=clock) as bar:
+        clock.now = 80.0
+        bar.update(16)
+        clock.now = 82.0
+        bar.update(16)
+    assert both.getvalue().rstrip().endswith("32/160 [00:00, 0:16 left]")

@@ -45,13 +45,13 @@ class Progress:
             return
         if self._first is None:
             self._first = (self._clock(), done)
+        step, self.done = done - self.done, done
         if self._bar is not None:
             left = self.left()
-            if left is not None and self.total is not None:
+            if left is not None:
                 self._bar.set_postfix_str(f"{_clock_text(left)} left", refresh=False)
-            self._bar.update(done - self.done)
-        self.done = done
-        if self._bar is None and self._clock() - self._shown >= self.every:
+            self._bar.update(step)
+        elif self._clock() - self._shown >= self.every:
             self._line()
 
     def left(self) -> float | None:
