@@ -35,6 +35,9 @@ from ikatkit.rank.base import PTKB_HISTORY_WEIGHT, history_texts
 from ikatkit.topics import Topics
 
 FORMAT = "ikatkit-ptkb-model-v2"
+DEFAULT = "bundled:ptkb"
+"""The shipped default model's name (its file: ``ikatkit/data/ptkb/default.json``, trained on all of 2023 by
+bench/ptkb_default_cv.py; docs/ptkb-classification.md), wherever a classifier file is named."""
 TOP = 3  # a statement "among a turn's top statements" (persistence)
 RECENT = 2  # the earlier utterances of "recent_gap" (rank_ptkb's history_turns for raw utterances)
 RANKED = (2, PTKB_HISTORY_WEIGHT)
@@ -44,7 +47,10 @@ ALL_FEATURES = ("score", "gap_to_best", "reciprocal_rank", "score_z", "conversat
                 "conversation_rank", "opening_gap", "best_turn_gap", "recent_gap", "history_gap",
                 "history_rank", "response_gap",
                 "last_response_gap", "persistence", "led_before", "ranked_score", "ranked_gap", "ranked_rank",
-                "finetuned")
+                "finetuned", "ranked_z", "ranked_position", "conversation_z")
+"""Every feature a model may read; ``ranked_z``, ``ranked_position`` (the share of the PTKB ranked above the
+statement) and ``conversation_z`` are relative to the PTKB's size and spread, so they mean the same for 8 and 20
+statements."""
 DECISIONS = ("at-least-one", "threshold")
 """How a turn's set is chosen: the statements at or above the threshold (``threshold``), and the most probable
 one where none reaches it (``at-least-one``, the default of training: a turn that cites nothing scores F1 0 whatever
@@ -61,6 +67,8 @@ FEATURE_SETS = {
     # responses (chosen by nested cross-validation on train: docs/ptkb-classification.md)
     "responses": ("ranked_score", "ranked_gap", "ranked_rank", "conversation_gap", "conversation_rank",
                   "persistence"),
+    # the same read relative to the PTKB (no raw score, no 1 / rank: their meaning changes with the PTKB's size)
+    "relative": ("ranked_gap", "ranked_z", "ranked_position", "conversation_gap", "conversation_z", "persistence"),
 }
 
 
@@ -89,12 +97,26 @@ def topic_turns(topics: Topics, queries: Mapping[str, str]) -> dict[str, PtkbTur
     return turns
 
 
+def topic_choices(model: PtkbModel, ranker: Ranker, turns: Mapping[str, PtkbTurn], k: int | None = None,
+                  ) -> dict[str, list[tuple[str, float]]]:
+    """Each turn's statements with their probabilities, most probable first: those ``model`` chooses, or with
+    ``k`` its top ``k`` (``classify-ptkb`` and ``ikatkit ptkb``; the stages do the same per record)."""
+    ranked = {qid: model.ranked(ranker, turn) for qid, turn in turns.items()}
+    return {qid: items[:k] if k else model.choose(items) for qid, items in ranked.items()}
+
+
 def _reciprocal_ranks(values: np.ndarray) -> np.ndarray:
     """1 / rank of each value, best first (ties in the given order)."""
     order = np.argsort(-values, kind="stable")
     ranks = np.empty(len(values))
     ranks[order] = np.arange(1, len(values) + 1)
     return 1.0 / ranks
+
+
+def _z(values: np.ndarray) -> np.ndarray:
+    """Standard scores within the PTKB (0 where all are equal)."""
+    spread = float(values.std())
+    return (values - values.mean()) / spread if spread > 0 else np.zeros(len(values))
 
 
 def reads_ranking(features: Sequence[str]) -> bool:
@@ -141,7 +163,6 @@ def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None =
     history = query + PTKB_HISTORY_WEIGHT * recent  # rank_ptkb's score with history_turns = 2
     responses_of_ranking, weight = ranked
     ranking = query + weight * _best_against(ranker, history_texts(turn.history, 0, responses_of_ranking), texts)
-    spread = float(query.std())
     top = np.array([_reciprocal_ranks(row) >= 1.0 / TOP for row in so_far])
     led = np.array([_reciprocal_ranks(row) == 1.0 for row in so_far[:-1]]).any(axis=0) if utterances \
         else np.zeros(len(keys), dtype=bool)
@@ -149,7 +170,7 @@ def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None =
         "score": query,
         "gap_to_best": query - query.max(),
         "reciprocal_rank": _reciprocal_ranks(query),
-        "score_z": (query - query.mean()) / spread if spread > 0 else np.zeros(len(keys)),
+        "score_z": _z(query),
         "conversation": conversation,
         "conversation_gap": conversation - conversation.max(),
         "conversation_rank": _reciprocal_ranks(conversation),
@@ -166,6 +187,9 @@ def feature_table(ranker: Ranker, turn: PtkbTurn, finetuned: np.ndarray | None =
         "ranked_gap": ranking - ranking.max(),
         "ranked_rank": _reciprocal_ranks(ranking),
         "finetuned": finetuned if finetuned is not None else np.zeros(len(keys)),
+        "ranked_z": _z(ranking),
+        "ranked_position": 1.0 / _reciprocal_ranks(ranking) / len(keys) - 1.0 / len(keys),
+        "conversation_z": _z(conversation),
     }
     return keys, np.column_stack([columns[name] for name in ALL_FEATURES])
 
@@ -249,6 +273,7 @@ class PtkbModel:
         """The model of a file of ``ikatkit train-ptkb-classifier`` (and its fine-tuned model's files, which must
         have the digest the file states); anything else is one IkatError."""
         retrain = "train one with `ikatkit train-ptkb-classifier TOPICS --out FILE`"
+        path = classifier_path(path)
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -285,6 +310,15 @@ class PtkbModel:
         if finetuned is None:
             return model
         return replace(model, scorer=_load_scorer(path, finetuned, retrain))
+
+
+def classifier_path(name: str | Path) -> Path:
+    """The file of a classifier: the shipped default's for :data:`DEFAULT`, else ``name`` itself."""
+    if str(name) != DEFAULT:
+        return Path(name)
+    from importlib.resources import files
+
+    return Path(str(files("ikatkit") / "data" / "ptkb" / "default.json"))
 
 
 def files_of(path: str | Path) -> Path:
@@ -339,17 +373,30 @@ class TrainingData:
     fingerprint: str
 
 
+def qrels_labels(path: str | Path, topics: Topics, rel: int = 1) -> dict[str, dict[str, int]]:
+    """Labels from PTKB qrels: for each judged turn of ``topics``, every statement of its conversation, 1 where
+    its grade is at least ``rel``, else 0 (an unjudged statement is not relevant: trec_eval's rule)."""
+    from ikatkit.evaluate.ptkb_classify import ptkb_qrels_keys
+    from ikatkit.evaluate.qrels import load_qrels
+
+    qrels = ptkb_qrels_keys(load_qrels(path))
+    return {qid: {key: int(qrels[qid].get(key, 0) >= rel) for key in topics.conversation_of(qid).ptkb}
+            for qid in topics.qids if qid in qrels}
+
+
 def training_data(topics: Topics, queries: Mapping[str, str], ranker: Ranker,
-                  ranked: tuple[int, float] = RANKED) -> TrainingData:
-    """The rows of the turns of ``topics`` whose ``ptkb_provenance`` cites statements (their labels: cited or not;
-    ``ranked``: as in :func:`feature_table`); the fingerprint covers the topics file and the queries (what the
-    rows are computed from)."""
+                  ranked: tuple[int, float] = RANKED, labels: Mapping[str, Mapping[str, int]] | None = None,
+                  ) -> TrainingData:
+    """The rows of the labelled turns of ``topics``: ``labels`` (:func:`qrels_labels`), else the turns whose
+    ``ptkb_provenance`` cites statements (cited or not; ``ranked``: as in :func:`feature_table`); the fingerprint
+    covers the topics file, the queries and the labels (what the rows are computed from)."""
     from ikatkit.digest import file_digest, json_digest
 
-    labels = topics.ptkb_qrels()
-    if not labels:
-        raise IkatError("no turn of the topics cites PTKB statements (ptkb_provenance)", path=topics.path,
-                        fix="train on topics with PTKB labels, e.g. the 2023 train topics")
+    labels = topics.ptkb_qrels() if labels is None else labels
+    if not labels or not any(any(row.values()) for row in labels.values()):
+        raise IkatError("no turn of the topics cites PTKB statements", path=topics.path,
+                        fix="train on topics with PTKB labels (ptkb_provenance, or PTKB qrels), e.g. the 2023 train "
+                            "topics")
     turns = topic_turns(topics, queries)
     tables, truth, qids, groups = [], [], [], []
     for qid in labels:
@@ -359,8 +406,20 @@ def training_data(topics: Topics, queries: Mapping[str, str], ranker: Ranker,
         qids += [qid] * len(keys)
         groups += [topics.conversation_of(qid).id] * len(keys)
     source = file_digest(topics.path) if topics.path else json_digest([str(c) for c in topics.conversations])
-    fingerprint = json_digest({"topics": source, "queries": {q: queries[q] for q in topics.qids}})[:16]
+    fingerprint = json_digest({"topics": source, "queries": {q: queries[q] for q in topics.qids},
+                               "labels": {q: dict(row) for q, row in labels.items()}})[:16]
     return TrainingData(np.vstack(tables), np.array(truth), qids, groups, fingerprint)
+
+
+def joined(parts: Sequence[TrainingData]) -> TrainingData:
+    """The rows of several labelled collections as one (their turns and conversations must not overlap)."""
+    from ikatkit.digest import json_digest
+
+    if len(parts) == 1:
+        return parts[0]
+    return TrainingData(np.vstack([p.table for p in parts]), np.concatenate([p.truth for p in parts]),
+                        [q for p in parts for q in p.qids], [g for p in parts for g in p.groups],
+                        json_digest([p.fingerprint for p in parts])[:16])
 
 
 def cv_folds(data: TrainingData, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -401,13 +460,20 @@ def turn_f1(picked: np.ndarray, relevant: np.ndarray) -> float:
     return 2 * tp / (picked.sum() + relevant.sum()) if tp else 0.0
 
 
+def _turn_rows(qids: Sequence[str]) -> list[np.ndarray]:
+    """The row indices of each turn, in the order of first appearance."""
+    index: dict[str, list[int]] = {}
+    for i, qid in enumerate(qids):
+        index.setdefault(qid, []).append(i)
+    return [np.array(rows) for rows in index.values()]
+
+
 def mean_turn_f1(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[str], threshold: float,
-                 decision: str = "threshold") -> float:
+                 decision: str = "threshold", turns: Sequence[np.ndarray] | None = None) -> float:
     """The mean over turns of F1 of the statements at or above ``threshold`` (0 where nothing is cited), and of the
-    most probable one where none is, with ``decision = "at-least-one"``."""
+    most probable one where none is, with ``decision = "at-least-one"``; ``turns``: :func:`_turn_rows` of ``qids``."""
     scores = []
-    for qid in dict.fromkeys(qids):
-        rows = np.array([q == qid for q in qids])
+    for rows in _turn_rows(qids) if turns is None else turns:
         picked, relevant = probabilities[rows] >= threshold, truth[rows] == 1
         if decision == "at-least-one" and not picked.any():
             picked[np.argmax(probabilities[rows])] = True
@@ -419,8 +485,9 @@ def best_threshold(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[
                    decision: str = "threshold") -> float:
     """The threshold with the best mean per-turn F1 under ``decision`` (ties: the higher threshold)."""
     best, chosen = -1.0, 0.5
+    turns = _turn_rows(qids)
     for threshold in sorted({float(p) for p in probabilities}, reverse=True):
-        f1 = mean_turn_f1(probabilities, truth, qids, threshold, decision)
+        f1 = mean_turn_f1(probabilities, truth, qids, threshold, decision, turns)
         if f1 > best:
             best, chosen = f1, threshold
     return chosen
@@ -485,10 +552,20 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
         scorer = FineTuned.train(finetune.split("+")[0], model, pairs, data.truth.tolist(), epochs, seed)
         spec = {"architecture": scorer.architecture, "context": finetune.endswith("+context"), "epochs": epochs,
                 "seed": seed, "base": model}
+    return fit_model(data, names, kind, model, folds, c, decision, {"topics": str(topics.path or "")}, spec, scorer)
+
+
+def fit_model(data: TrainingData, names: Sequence[str], kind: str, model: str, folds: int = 5, c: float = 1.0,
+              decision: str = "at-least-one", stated: Mapping[str, Any] | None = None,
+              finetuned: dict[str, Any] | None = None, scorer: Any = None) -> PtkbModel:
+    """The logistic model over ``names`` fitted on every row of ``data``, its threshold chosen under ``decision``
+    on the out-of-fold probabilities of ``folds``-fold cross-validation grouped by conversation; ``stated``: what
+    ``trained_on`` says beside the data's counts."""
+    names = tuple(names)
     held_out = out_of_fold(data, names, folds, c)
     thresholds = {rule: best_threshold(held_out, data.truth, data.qids, rule) for rule in DECISIONS}
     scaler, fitted = _fit(data.table, data.truth, [ALL_FEATURES.index(name) for name in names], c)
-    trained_on = {"topics": str(topics.path or ""), "fingerprint": data.fingerprint, "feature_set": features,
+    trained_on = {**(stated or {}), "fingerprint": data.fingerprint, "feature_set": _set_name(names),
                   "turns": len(set(data.qids)), "conversations": len(set(data.groups)), "statements": len(data.truth),
                   "relevant": int(data.truth.sum()), "folds": len(cv_folds(data, folds)), "C": c,
                   "thresholds": thresholds}
@@ -496,4 +573,10 @@ def train_model(topics: Topics, queries: Mapping[str, str], ranker: Ranker, kind
         trained_on["ranked"] = list(RANKED)  # how the ranked_* features were computed: loading checks it
     return PtkbModel(kind, model, names, tuple(float(v) for v in scaler.mean_), tuple(float(v) for v in scaler.scale_),
                      tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), thresholds[decision],
-                     trained_on, spec, decision, scorer)
+                     trained_on, finetuned, decision, scorer)
+
+
+def _set_name(names: tuple[str, ...]) -> str:
+    """The name of the feature set of ``names`` (without the fine-tuned score), or the names themselves."""
+    bare = tuple(n for n in names if n != "finetuned")
+    return next((name for name, members in FEATURE_SETS.items() if members == bare), "+".join(bare))
