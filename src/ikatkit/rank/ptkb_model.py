@@ -51,13 +51,33 @@ ALL_FEATURES = ("score", "gap_to_best", "reciprocal_rank", "score_z", "conversat
 """Every feature a model may read; ``ranked_z``, ``ranked_position`` (the share of the PTKB ranked above the
 statement) and ``conversation_z`` are relative to the PTKB's size and spread, so they mean the same for 8 and 20
 statements."""
-DECISIONS = ("at-least-one", "threshold")
+DECISIONS = ("at-least-one", "threshold", "expected-f1")
 """How a turn's set is chosen: the statements at or above the threshold (``threshold``), and the most probable
 one where none reaches it (``at-least-one``, the default of training: a turn that cites nothing scores F1 0 whatever
 its labels, so citing the best statement there is never worse on per-turn F1; on the 2023 train topics'
-cross-validation it was as good or better). Files without the field were trained with ``threshold``. Training
-states each rule's threshold in ``trained_on["thresholds"]`` (the same fit: the rules differ in the threshold
-alone)."""
+cross-validation it was as good or better), or the most probable k with the best expected F1 were the labels
+independent with these probabilities, ``2 * sum of their p / (k + sum of every p)`` (``expected-f1``: no threshold,
+so the count follows the probabilities of the PTKB at hand, 8 statements or 20; the shipped default's rule, chosen
+by cross-validation over all of 2023). Files without the field were trained with ``threshold``. Training states
+each threshold rule's threshold in ``trained_on["thresholds"]`` (the same fit: the rules differ in the threshold
+alone); an ``expected-f1`` model's ``threshold`` is its at-least-one threshold, stated and not read."""
+THRESHOLD_RULES = ("at-least-one", "threshold")
+
+
+def picked(probabilities: np.ndarray, threshold: float, decision: str) -> np.ndarray:
+    """Which of a turn's statements ``decision`` cites (a boolean mask over ``probabilities``)."""
+    if decision == "expected-f1" and len(probabilities):
+        order = np.argsort(-probabilities, kind="stable")
+        gain = 2 * np.cumsum(probabilities[order]) / (np.arange(1, len(order) + 1) + probabilities.sum())
+        chosen = np.zeros(len(probabilities), dtype=bool)
+        chosen[order[: int(np.argmax(gain)) + 1]] = True
+        return chosen
+    chosen = probabilities >= threshold
+    if decision == "at-least-one" and not chosen.any() and len(chosen):
+        chosen[np.argmax(probabilities)] = True
+    return chosen
+
+
 FEATURE_SETS = {
     "none": (),  # the fine-tuned model's score alone (with --finetune)
     "turn": ("score", "gap_to_best", "reciprocal_rank"),
@@ -235,12 +255,9 @@ class PtkbModel:
         return sorted(self.probabilities(ranker, turn).items(), key=lambda item: (-item[1], item[0]))
 
     def choose(self, ranked: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-        """The statements of :meth:`ranked` whose probability reaches the threshold, most probable first; with
-        ``decision = "at-least-one"``, the most probable where none reaches it."""
-        chosen = [(key, p) for key, p in ranked if p >= self.threshold]
-        if chosen or self.decision == "threshold":
-            return chosen
-        return list(ranked[:1])
+        """The statements of :meth:`ranked` the model's decision rule cites (:func:`picked`), most probable first."""
+        mask = picked(np.array([p for _, p in ranked], dtype=float), self.threshold, self.decision)
+        return [item for item, keep in zip(ranked, mask) if keep]
 
     def trace(self, stage: str, probabilities: Mapping[str, float]) -> dict[str, Any]:
         """A turn record's ``ptkb_trace``: the stage, every statement's probability and the model's manifest."""
@@ -474,10 +491,7 @@ def mean_turn_f1(probabilities: np.ndarray, truth: np.ndarray, qids: Sequence[st
     most probable one where none is, with ``decision = "at-least-one"``; ``turns``: :func:`_turn_rows` of ``qids``."""
     scores = []
     for rows in _turn_rows(qids) if turns is None else turns:
-        picked, relevant = probabilities[rows] >= threshold, truth[rows] == 1
-        if decision == "at-least-one" and not picked.any():
-            picked[np.argmax(probabilities[rows])] = True
-        scores.append(turn_f1(picked, relevant))
+        scores.append(turn_f1(picked(probabilities[rows], threshold, decision), truth[rows] == 1))
     return float(np.mean(scores))
 
 
@@ -563,7 +577,7 @@ def fit_model(data: TrainingData, names: Sequence[str], kind: str, model: str, f
     ``trained_on`` says beside the data's counts."""
     names = tuple(names)
     held_out = out_of_fold(data, names, folds, c)
-    thresholds = {rule: best_threshold(held_out, data.truth, data.qids, rule) for rule in DECISIONS}
+    thresholds = {rule: best_threshold(held_out, data.truth, data.qids, rule) for rule in THRESHOLD_RULES}
     scaler, fitted = _fit(data.table, data.truth, [ALL_FEATURES.index(name) for name in names], c)
     trained_on = {**(stated or {}), "fingerprint": data.fingerprint, "feature_set": _set_name(names),
                   "turns": len(set(data.qids)), "conversations": len(set(data.groups)), "statements": len(data.truth),
@@ -572,7 +586,8 @@ def fit_model(data: TrainingData, names: Sequence[str], kind: str, model: str, f
     if reads_ranking(names):
         trained_on["ranked"] = list(RANKED)  # how the ranked_* features were computed: loading checks it
     return PtkbModel(kind, model, names, tuple(float(v) for v in scaler.mean_), tuple(float(v) for v in scaler.scale_),
-                     tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]), thresholds[decision],
+                     tuple(float(w) for w in fitted.coef_[0]), float(fitted.intercept_[0]),
+                     thresholds[decision if decision in THRESHOLD_RULES else "at-least-one"],
                      trained_on, finetuned, decision, scorer)
 
 
