@@ -9,9 +9,10 @@ from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.topics import QUERY_KINDS
 
 CITE = ("none", "all")
-FEATURES = ("responses", "conversation", "turn", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS (not imported)
+DEFAULT_MODEL = "bundled:ptkb"  # ikatkit.rank.ptkb_model.DEFAULT (not imported)
+FEATURES = ("responses", "conversation", "turn", "relative", "none")  # ikatkit.rank.ptkb_model.FEATURE_SETS
 FINETUNE = ("bi", "cross", "bi+context", "cross+context")  # ikatkit.rank.ptkb_model.FINETUNE, and none
-DECISIONS = ("at-least-one", "threshold")  # ikatkit.rank.ptkb_model.DECISIONS
+DECISIONS = ("at-least-one", "threshold", "expected-f1")  # ikatkit.rank.ptkb_model.DECISIONS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +42,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                         "responses, and the conversation's scores (default, chosen by cross-validation on the 2023 "
                         "train topics, as the default fine-tuning); conversation: the same with the query's own "
                         "ranking; turn: the query's score, gap to the best and 1/rank only (the first classifier); "
+                        "relative: rank_ptkb's and the conversation's scores relative to the PTKB (gaps, z-scores, "
+                        "share ranked above: the shipped default's); "
                         "none: the fine-tuned model's score alone (with --finetune)")
     p.add_argument("--finetune", choices=(*FINETUNE, "none"), default="bi",
                    help="also fine-tune the model on the labelled (turn, statement) pairs, as a bi-encoder or a "
@@ -52,7 +55,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--decision", choices=DECISIONS, default="at-least-one",
                    help="a turn's set: the statements at or above the threshold, and the most probable one where "
                         "none reaches it (at-least-one: a turn citing nothing scores F1 0; default), or those alone "
-                        "(threshold: the models before this option)")
+                        "(threshold: the models before this option), or the most probable k with the best expected "
+                        "F1 (expected-f1: no threshold; the shipped default's rule)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds for the threshold")
     p.add_argument("--out", required=True, help="the classifier's JSON file")
 
@@ -80,11 +84,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_classify(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("classify-ptkb", help="choose each turn's PTKB statements with a trained classifier (or "
-                                             "cite all / none); writes {qid: {key: score}} for eval-ptkb --classify")
+    p = sub.add_parser("classify-ptkb", help="choose each turn's PTKB statements with a trained classifier (by "
+                                             "default the shipped one; or cite all / none); writes {qid: {key: "
+                                             "score}} for eval-ptkb --classify")
     p.add_argument("topics", help="topic JSON")
-    chosen = p.add_mutually_exclusive_group(required=True)
-    chosen.add_argument("--classifier", help="a file of `ikatkit train-ptkb-classifier`")
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--classifier", default=DEFAULT_MODEL,
+                        help="a file of `ikatkit train-ptkb-classifier` (default %(default)s: the shipped model, "
+                             "trained on every 2023 label; docs/ptkb-classification.md)")
     chosen.add_argument("--cite", choices=CITE, help="a baseline: cite every statement, or none")
     _ranker_options(p)
     p.add_argument("--out", required=True, help="JSON {qid: {ptkb_key: score}}")
@@ -102,12 +109,12 @@ def _add_classify(sub: argparse._SubParsersAction) -> None:
         else:
             from ikatkit.pipelines.queries import queries_for
             from ikatkit.rank import make_ranker
-            from ikatkit.rank.ptkb_model import PtkbModel, topic_turns
+            from ikatkit.rank.ptkb_model import PtkbModel, topic_choices, topic_turns
 
             trained = PtkbModel.load(args.classifier)
-            ranker = make_ranker(trained.kind, trained.model)
             turns = topic_turns(topics, queries_for(args.queries, args.topics))
-            cited = {qid: dict(trained.choose(trained.ranked(ranker, turn))) for qid, turn in turns.items()}
+            cited = {qid: dict(chosen) for qid, chosen in
+                     topic_choices(trained, make_ranker(trained.kind, trained.model), turns).items()}
         write_text(args.out, json.dumps(cited, indent=1) + "\n")
         print(f"{sum(map(len, cited.values()))} statements cited over {len(cited)} turns -> {args.out}")
         return 0
