@@ -1,0 +1,193 @@
+"""SPLADE search and encoding speed (issue 60).
+
+Search: an Anserini impact index (``IndexCollection -impact -pretokenized``, as ``ikatkit index sparse`` builds it)
+of synthetic SPLADE-like vectors of published SPLADE++ sparsity: 100-200 terms a passage, 20-60 a query, terms drawn
+from the 30,522 BERT WordPiece terms by a Zipf law (s = 1), weights log-normal as quantized SPLADE++ weights are
+(median 40, capped at 300). k=1000, one query at a time, three sides timed query by query in turn (the order
+rotated, ``common.interleaved``, the fastest of ``--repeats`` rounds per query):
+
+- ikatkit: ``SpladeSearcher.search_vectors`` (the encoded vector to the ranking as (id, score) pairs in Python);
+- Java alone: the same query built and searched in Java (``SparseQuery.build`` + ``TopHits.search`` or, from
+  ``PARALLEL_FROM`` passages, ``ParallelSearch.search``), nothing read into Python;
+- Anserini: its own ``SimpleImpactSearcher.search(Map<String, Integer>, k)`` (one thread).
+
+Every ranking of ikatkit is compared with Anserini's, hit by hit. Then a batch: ``search_vectors`` of all queries
+against ``TopHits.submit(...).all()`` (Java alone) on ``--threads`` threads.
+
+Encoding: passages a second of ``SpladeEncoder`` on this machine's CPU (a random-weight BERT-base of SPLADE++'s
+shape, ``bench/splade_random.py``; the real weights cost the same), real iKAT passages, batch 8, ``--encode``
+passages; and the collection-scale time it implies (116,838,987 passages).
+
+    python bench/bench_splade.py [--passages 2000000] [--queries 200] [--root /tmp/ikatkit-splade-bench]
+        [--threads 2] [--repeats 3] [--encode 32] [--out splade.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import interleaved, machine_busy_s  # noqa: E402
+
+COLLECTION = 116_838_987  # passages of the iKAT collection
+SHARD = 100_000
+
+
+def vocabulary() -> list[str]:
+    """The 30,522 WordPiece terms of BERT uncased (the bundled MiniLM's tokenizer: SPLADE++'s vocabulary)."""
+    from transformers import AutoTokenizer
+
+    from ikatkit.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+    return tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+
+
+def vectors(rng: np.random.Generator, terms: list[str], n: int, low: int, high: int) -> list[dict[str, int]]:
+    """``n`` vectors of ``low``-``high`` distinct terms, Zipf-distributed over ``terms``, log-normal weights."""
+    ranks = 1.0 / np.arange(1, len(terms) + 1)
+    cumulative = np.cumsum(ranks / ranks.sum())
+    found = []
+    for _ in range(n):
+        size = int(rng.integers(low, high + 1))
+        chosen = np.unique(np.searchsorted(cumulative, rng.random(size * 2)))[:size]
+        chosen = np.minimum(chosen, len(terms) - 1)
+        weights = np.clip(np.rint(rng.lognormal(math.log(40), 0.8, len(chosen))), 1, 300).astype(int)
+        found.append(dict(zip((terms[i] for i in chosen), weights.tolist())))
+    return found
+
+
+def build(root: Path, passages: int, threads: int, terms: list[str]) -> Path:
+    """The impact index of ``passages`` synthetic vectors under ``root`` (made once)."""
+    from ikatkit.index.anserini import Anserini
+    from ikatkit.index.sparse import ANSERINI_OPTIONS
+
+    index = root / f"p{passages}" / "index"
+    if (index / "built.json").exists():
+        return index
+    source = root / f"p{passages}" / "vectors"
+    source.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    started = time.perf_counter()
+    for shard, start in enumerate(range(0, passages, SHARD)):
+        path = source / f"{shard:05d}.jsonl.gz"
+        if path.exists():
+            continue
+        tmp = path.with_suffix(".tmp")
+        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as handle:
+            for i, vector in enumerate(vectors(rng, terms, min(SHARD, passages - start), 100, 200), start):
+                handle.write(json.dumps({"id": f"clueweb22-en{i // 10**7:04d}-00-{i % 10**7:07d}:0", "contents": "",
+                                         "vector": vector}) + "\n")
+        os.replace(tmp, path)
+    written = time.perf_counter() - started
+    started = time.perf_counter()
+    with Anserini(source, index, threads, "8g", collection="JsonVectorCollection", options=ANSERINI_OPTIONS) as run:
+        run.wait(passages)
+    (index / "built.json").write_text(json.dumps({"passages": passages, "write_s": round(written, 1),
+                                                  "index_s": round(time.perf_counter() - started, 1)}))
+    return index
+
+
+def search(index: Path, queries: list[dict[str, int]], threads: int, repeats: int) -> dict[str, Any]:
+    from ikatkit.java import autoclass
+    from ikatkit.retrieve.bm25 import SPARE
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    searcher = SpladeSearcher(index, model="synthetic", threads=threads)  # the model encodes nothing here
+    anserini = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index))
+    hashmap, integer = autoclass("java.util.HashMap"), autoclass("java.lang.Integer")
+    encoded = ["\n".join(f"{t} {w}" for t, w in q.items()) for q in queries]
+    maps = []
+    for query in queries:
+        weights = hashmap()
+        for term, weight in query.items():
+            weights.put(term, integer(weight))
+        maps.append(weights)
+    k = 1000
+
+    def java(i: int) -> Any:
+        built = searcher.sparse_query.build("contents", encoded[i])
+        if searcher.parallel is not None:
+            return searcher.parallel.search(built, k, SPARE, searcher.sort, "id")
+        return searcher.top_hits.search(searcher.searcher, built, k, SPARE, searcher.sort, "id")
+
+    sides = {"ikatkit": lambda i: searcher.search_vectors({"q": queries[i]}, k)["q"],
+             "java": java,
+             "anserini": lambda i: anserini.search(maps[i], k)}
+    busy = machine_busy_s()
+    seconds, kept = interleaved(list(range(len(queries))), sides, repeats, keep=("ikatkit", "anserini"))
+    same = sum(ours == [(h.docid, float(h.score)) for h in theirs]
+               for ours, theirs in zip(kept["ikatkit"], kept["anserini"]))
+    batch = [searcher.sparse_query.build("contents", e) for e in encoded]
+    whole = {"ikatkit": math.inf, "java": math.inf}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        searcher.search_vectors(dict(enumerate(queries)), k)  # type: ignore[arg-type]
+        whole["ikatkit"] = min(whole["ikatkit"], time.perf_counter() - start)
+        start = time.perf_counter()
+        searcher.top_hits.submit(searcher.searcher, batch, k, SPARE, searcher.sort, "id", threads).all()
+        whole["java"] = min(whole["java"], time.perf_counter() - start)
+    qps = {name: round(len(queries) / s, 1) for name, s in seconds.items()}
+    batch_qps = {name: round(len(queries) / s, 1) for name, s in whole.items()}
+    return {"k": k, "threads": threads, "parallel": searcher.parallel is not None,
+            "alone_qps": qps, "ikatkit_over_java": round(qps["ikatkit"] / qps["java"], 3),
+            "ikatkit_over_anserini": round(qps["ikatkit"] / qps["anserini"], 2),
+            "same_rankings_as_anserini": f"{same}/{len(queries)}",
+            "batch_qps": batch_qps, "batch_ikatkit_over_java": round(batch_qps["ikatkit"] / batch_qps["java"], 3),
+            "machine_busy_s_during": round(machine_busy_s() - busy, 1)}
+
+
+def encoding(passages: int, root: Path) -> dict[str, Any]:
+    import torch
+
+    from ikatkit.index.splade import SpladeEncoder
+    from splade_random import random_splade
+
+    model = random_splade(root / "bert-base-random")
+    texts = [json.loads(line)["passage_text"] for line in
+             (Path(__file__).resolve().parents[2] / "shared/ikat/2023/test_provenance_passages.jsonl")
+             .read_text(encoding="utf-8").splitlines()[:passages]]
+    encoder = SpladeEncoder(str(model))
+    encoder.encode(texts[:8])  # warm-up
+    start = time.perf_counter()
+    encoder.encode(texts)
+    rate = len(texts) / (time.perf_counter() - start)
+    return {"passages": len(texts), "torch_threads": torch.get_num_threads(), "passages_per_s": round(rate, 2),
+            "collection_days_one_worker": round(COLLECTION / rate / 86400, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--passages", type=int, default=2_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--root", type=Path, default=Path("/tmp/ikatkit-splade-bench"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--encode", type=int, default=32, help="passages encoded for the throughput (0: none)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    terms = vocabulary()
+    index = build(args.root, args.passages, args.threads, terms)
+    queries = vectors(np.random.default_rng(1), terms, args.queries, 20, 60)
+    report = {"passages": args.passages, "built": json.loads((index / "built.json").read_text()),
+              "search": search(index, queries, args.threads, args.repeats)}
+    if args.encode:
+        report["encoding_cpu"] = encoding(args.encode, args.root)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
