@@ -109,9 +109,12 @@ def test_real_shape_model_indexes_real_passages(passages_jsonl, models, ray_loca
     assert searcher.search_vectors({"q": query}, 1000)["q"] == _brute_force(query, vectors)
 
 
-def test_manifest_and_stored_vectors(sparse_index, subset, shallow):
+def test_manifest_and_stored_vectors(sparse_index, subset, shallow, tmp_path):
+    import hashlib
+
     from ikatkit.index.splade import SpladeEncoder
     from ikatkit.index.texts import LuceneTexts
+    from ikatkit.index.verify import verify
 
     manifest = json.loads((sparse_index / "manifest.json").read_text(encoding="utf-8"))
     assert (manifest["kind"], manifest["model"], manifest["scale"]) == ("sparse", str(shallow), 100)
@@ -120,6 +123,11 @@ def test_manifest_and_stored_vectors(sparse_index, subset, shallow):
     vectors = _vectors(sparse_index)
     assert list(vectors) == list(texts)
     assert LuceneTexts(sparse_index).texts(list(texts)[:5]) == {pid: texts[pid] for pid in list(texts)[:5]}
+    hashes = tmp_path / "hashes.tsv"  # `index verify` as for a BM25 index: the organizers' layout, sorted
+    keys = sorted((pid.rpartition(":")[0], int(pid.rpartition(":")[2]), pid) for pid in texts)
+    hashes.write_text("".join(f"{doc}\t{n}\t{hashlib.md5(texts[pid].encode()).hexdigest()}\n" for doc, n, pid in keys))
+    report = verify(sparse_index, hashes)
+    assert report.ok and report.matched == PASSAGES
     # each stored vector is its text's encoding, quantized (a weight may differ by 1 where a float of another
     # batch's padding rounded the other way)
     encoder = SpladeEncoder(str(shallow))

@@ -104,8 +104,10 @@ def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]],
         "threads": _sha(threads(any("torch" in resource.modules() for resource in resources.values()),
                                 raw_config.get("threads"))),
     }
+    from ikatkit.rank.ptkb_model import classifier_path
+
     for path in sorted({s["classifier"] for s in raw_config.get("stages", []) if isinstance(s.get("classifier"), str)}):
-        found = Path(path)  # a trained PTKB model (rank_ptkb, classify_ptkb): its content
+        found = classifier_path(path)  # a trained PTKB model (rank_ptkb, classify_ptkb): its content
         parts[f"classifier {path}"] = "sha256:" + file_digest(found) if found.is_file() else f"missing:{path}"
         files = found.with_name(found.name + ".finetuned")  # its fine-tuned model (ikatkit.rank.ptkb_model.files_of)
         if files.is_dir():

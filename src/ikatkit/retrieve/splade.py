@@ -28,8 +28,8 @@ MAX_TERMS = 32768  # terms a query may have (BERT's vocabulary: 30,522)
 
 
 class SpladeSearcher:
-    """Batch SPLADE search; ``model`` encodes the queries (default: the index manifest's), on ``device`` (default
-    CPU) with ``threads`` threads, which also search a batch's queries side by side (or one query alone in parts)."""
+    """Batch SPLADE search; ``model`` encodes the queries (default: the index manifest's) on ``device`` (default
+    CPU); ``threads`` Java threads search a batch's queries side by side (or one query alone in parts)."""
 
     def __init__(self, path: str | Path, model: str | None = None, threads: int = 2, device: str | None = None,
                  parallel_from: int = PARALLEL_FROM) -> None:
@@ -79,7 +79,7 @@ class SpladeSearcher:
         if self._encoder is None:
             from ikatkit.index.splade import SpladeEncoder
 
-            self._encoder = SpladeEncoder(self.model, self.device, self.threads)
+            self._encoder = SpladeEncoder(self.model, self.device)  # torch's threads are the run's (the pipeline's)
         return self._encoder
 
     def query(self, vector: Vector) -> Any:
