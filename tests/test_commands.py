@@ -165,8 +165,8 @@ def test_ptkb_command_ranks_by_cosine_similarity(topics_file, demo_dir, tmp_path
     from ikatkit.models import resolve_model
 
     out = tmp_path / "ptkb.trec"
-    assert main(["ptkb", str(topics_file), "--queries", "raw", "--qrels", str(demo_dir / "ptkb_qrels.txt"),
-                 "--out", str(out)]) == 0
+    assert main(["ptkb", str(topics_file), "--classifier", "none", "--queries", "raw", "--qrels",
+                 str(demo_dir / "ptkb_qrels.txt"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "over 12 judged turns" in printed and "nDCG@5" in printed
     rows = [r for r in _trec(out) if r[0] == "demo-1_4"]

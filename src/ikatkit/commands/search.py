@@ -118,18 +118,24 @@ def _add_rerank(sub: argparse._SubParsersAction) -> None:
 
 def _add_ptkb(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ptkb", help="rank each turn's PTKB statements for a topic file (no pipeline)",
-                       description="Rank every turn's PTKB statements against its query with a bi- or "
-                                   "cross-encoder and write 'qid Q0 key rank score name' lines (evaluate them with "
+                       description="Rank every turn's PTKB statements (by default by the shipped classifier's "
+                                   "probability, keeping those it chooses; or against the query with a bi- or "
+                                   "cross-encoder) and write 'qid Q0 key rank score name' lines (evaluate them with "
                                    "`ikatkit eval FILE --qrels PTKB_QRELS --measures nDCG@5`).")
     p.add_argument("topics", help="topic JSON")
     _ranker_arguments(p, "bi-encoder")
-    p.add_argument("--k", type=int, help="statements kept per turn (default: all)")
+    p.add_argument("--k", type=int, help="statements kept per turn (default: those the classifier chooses; with "
+                                         "--classifier none, all)")
     p.add_argument("--history-turns", type=int, default=0,
                    help="add --history-weight x each statement's best score against the previous N queries")
     p.add_argument("--history-responses", type=int, default=0,
                    help="and against the previous N turns' canonical responses (the topics' response)")
     p.add_argument("--history-weight", type=float, default=default(RankPtkb, "history_weight"),
                    help="default: the rank_ptkb stage's, %(default)s")
+    p.add_argument("--classifier", default="bundled:ptkb",
+                   help="rank by a PTKB classifier's probability and keep the statements it chooses (or its top "
+                        "--k): a file of `ikatkit train-ptkb-classifier`, or the default %(default)s, the shipped "
+                        "model (docs/ptkb-classification.md); none: rank by --kind/--model's scores (with --history-*)")
     p.add_argument("--qrels", help="PTKB qrels: also print nDCG@5, P@5, R@5 and AP")
     p.add_argument("--out", required=True, help="TREC-format ranking of PTKB keys")
     p.add_argument("--run-name", default="ptkb")
@@ -142,10 +148,20 @@ def _add_ptkb(sub: argparse._SubParsersAction) -> None:
         from ikatkit.runs.model import ranking_run
         from ikatkit.topics import load_topics
 
+        if args.classifier != "none" and (args.history_turns or args.history_responses):
+            raise IkatError("--history-turns/--history-responses rank by the ranker's scores", where="--classifier",
+                            fix="add --classifier none (the classifier reads the earlier turns itself)")
         topics = load_topics(args.topics)
         queries = queries_for(args.queries, args.topics)
-        rankings = rank_topics_ptkb(topics, queries, make_ranker(args.kind, args.model), args.k, args.history_turns,
-                                    args.history_weight, history_responses=args.history_responses)
+        if args.classifier == "none":
+            rankings = rank_topics_ptkb(topics, queries, make_ranker(args.kind, args.model), args.k,
+                                        args.history_turns, args.history_weight,
+                                        history_responses=args.history_responses)
+        else:
+            from ikatkit.rank.ptkb_model import PtkbModel, topic_choices, topic_turns
+
+            model = PtkbModel.load(args.classifier)
+            rankings = topic_choices(model, make_ranker(model.kind, model.model), topic_turns(topics, queries), args.k)
         run_type = "manual" if args.queries == "manual" else "automatic"
         write_run(ranking_run(args.run_name, run_type, rankings), args.out, "trec")
         print(f"ranked the PTKB statements of {len(rankings)} turns -> {args.out}")
