@@ -12,7 +12,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 def test_bench_scripts_import_names_that_exist() -> None:
     missing = []
-    for path in sorted(BENCH.glob("*.py")):
+    for path in sorted(BENCH.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ikatkit":
                 module = importlib.import_module(node.module)

@@ -9,8 +9,10 @@ from typing import Any
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import LLM, Messages
 from ikatkit.models import resolve_model
+from ikatkit.placement import Placement, decide, machine
 
 QUANTIZATIONS = ("4bit", "8bit")
+DECODINGS = ("auto", "eager", "static")
 
 
 def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | None]:
@@ -22,10 +24,11 @@ def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | Non
 
 
 def load_model(model: str, adapter: str | None = None, quantization: str | None = None,
-               gguf_file: str | None = None) -> tuple[Any, Any]:
+               gguf_file: str | None = None, placement: Placement | None = None) -> tuple[Any, Any]:
     """(tokenizer, model) for a hub id, a folder, or a ``.gguf`` file (dequantized by transformers).
 
-    On a GPU the weights are fp16 (or 4/8-bit with bitsandbytes when ``quantization`` is set); on a CPU fp32.
+    The weights are in ``placement``'s dtype on its device (default: ``ikatkit.placement.decide``'s, float16 on a
+    GPU, float32 on a CPU), or 4/8-bit with bitsandbytes when ``quantization`` is set (CUDA only).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -48,9 +51,11 @@ def load_model(model: str, adapter: str | None = None, quantization: str | None 
             load_in_4bit=quantization == "4bit", load_in_8bit=quantization == "8bit",
             bnb_4bit_compute_dtype=torch.float16)
         kwargs["device_map"] = "auto"
-    elif torch.cuda.is_available():
-        kwargs["dtype"] = torch.float16
-        kwargs["device_map"] = "auto"
+    else:
+        placement = placement or decide("llm", machine())
+        kwargs["dtype"] = placement.torch_dtype
+        if placement.device != "cpu":
+            kwargs["device_map"] = "auto"
     tokenizer = AutoTokenizer.from_pretrained(path, **files)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
@@ -84,19 +89,38 @@ class StopInReply:
 
 
 class TransformersLLM(LLM):
-    """Batched generation (left padding; greedy, or seeded sampling per row) with the model's chat template."""
+    """Batched generation (left padding; greedy, or seeded sampling per row) with the model's chat template.
+
+    ``device`` and ``dtype`` place the model (``ikatkit.placement``: float16 on CUDA, float32 on the CPU).
+    ``decoding``: ``eager`` (transformers' dynamic KV cache), ``static`` (a static KV cache, which transformers
+    decodes with a compiled forward on CUDA), or ``auto``: static on CUDA, eager on the CPU. Which is faster on a
+    GPU waits for a measurement (bench/gpu/run.py); the static path's logits equal the eager path's within float
+    error and its greedy tokens are the same (tests/test_gpu_paths.py).
+    """
 
     backend = "transformers"
 
     def __init__(self, model: str, *, adapter: str | None = None, quantization: str | None = None,
-                 gguf_file: str | None = None, batch_size: int = 8, **options: Any) -> None:
+                 gguf_file: str | None = None, batch_size: int = 8, device: str | None = None,
+                 dtype: str = "auto", decoding: str = "auto", **options: Any) -> None:
         super().__init__(model, adapter=adapter, **options)
         self.quantization, self.gguf_file = quantization, gguf_file
-        self.tokenizer, self.network = load_model(model, adapter, quantization, gguf_file)
+        self.placement = decide("llm", machine(device), dtype)
+        if decoding not in DECODINGS:
+            raise IkatError(f"unknown decoding {decoding!r}", where="llm.decoding", fix=f"use one of {DECODINGS}")
+        self.decoding = decoding if decoding != "auto" else ("eager" if self.placement.device == "cpu" else "static")
+        self.tokenizer, self.network = load_model(model, adapter, quantization, gguf_file, self.placement)
         self.batch_size = batch_size
 
     def identity(self) -> dict[str, Any]:
-        return {"quantization": self.quantization, "gguf_file": self.gguf_file}
+        """Quantization, GGUF file, and where the model runs in which dtype: a CPU run's outputs never serve a GPU
+        run's cache entries, nor float16's bfloat16's."""
+        return {"quantization": self.quantization, "gguf_file": self.gguf_file, **self.placement.identity(),
+                **({"decoding": self.decoding} if self.decoding != "eager" else {})}
+
+    def decoding_options(self) -> dict[str, Any]:
+        """What ``generate`` is given for the chosen ``decoding``."""
+        return {"cache_implementation": "static"} if self.decoding == "static" else {}
 
     def prompt_text(self, messages: Messages) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -120,7 +144,8 @@ class TransformersLLM(LLM):
                     if params.get("stop") else {}
                 output = self.network.generate(**inputs, max_new_tokens=params["max_new_tokens"],
                                                pad_token_id=self.tokenizer.pad_token_id,
-                                               logits_processor=processors, **greedy, **stop)
+                                               logits_processor=processors, **greedy, **stop,
+                                               **self.decoding_options())
             for row, mask in zip(output, inputs["attention_mask"]):
                 new = row[width:]
                 new = new[new != self.tokenizer.pad_token_id]

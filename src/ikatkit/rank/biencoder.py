@@ -1,10 +1,14 @@
 """Bi-encoder ranking: cosine similarity of sentence-transformers embeddings (the seed paper's MiniLM ranker).
 
-An embedding is an exact function of the model and the text, whatever else is encoded with it: texts are
-encoded in batches of equal token length (sorted by length, then text), so no batch is padded, and such a
-batch gives each text the very bits it gets alone (checked when the model loads; where the check fails, e.g.
-on some GPUs, texts are encoded one at a time). Embeddings are kept on disk by model identity and text
-(``<cache>/embeddings``), so a rerun or a resumed run reuses them and writes byte-identical files.
+On the CPU an embedding is an exact function of the model and the text, whatever else is encoded with it: texts
+are encoded in batches of equal token length (sorted by length, then text), so no batch is padded, and the first
+batch of each shape (rows, tokens) is checked against its texts encoded one at a time. A shape whose batch gives
+other bits (as on Intel CPUs with AVX-512/AMX, whose kernels change with the number of rows) is encoded one text
+at a time from then on; the verdicts are kept beside the embeddings. On CUDA texts are encoded in large,
+length-sorted, padded batches, exact within the stated tolerance (``ikatkit.placement``: scores within 1e-4 of
+batch-1 float32). Embeddings are kept on disk by model identity (device and dtype included, so a CPU cache never
+serves a GPU run) and text (``<cache>/embeddings``), so a rerun or a resumed run reuses them and writes
+byte-identical files.
 """
 
 from __future__ import annotations
@@ -19,11 +23,10 @@ import numpy as np
 from ikatkit.index.encode import choose_backend, compile_openvino, openvino_embed
 from ikatkit.models import load_sentence_transformer
 from ikatkit.paths import cache_root
+from ikatkit.placement import Placement, decide, machine
 from ikatkit.rank.base import Ranker
 from ikatkit.rank.embedding_cache import EmbeddingCache
 from ikatkit.digest import model_digest
-
-PROBE = ("alpha beta gamma delta epsilon", "epsilon delta gamma beta alpha")  # equal token lengths
 
 
 class BiEncoder(Ranker):
@@ -39,26 +42,35 @@ class BiEncoder(Ranker):
     """
 
     def __init__(self, model: str, batch_size: int = 32, device: str | None = None, threads: int = 1,
-                 cache_dir: str | Path | None = None, backend: str = "torch") -> None:
+                 cache_dir: str | Path | None = None, backend: str = "torch", dtype: str = "auto") -> None:
+        super().__init__(cache=True)  # scores are exact functions of the pair, so they are kept by content
+        self.model_name = model
+        self.placement = decide("bi-encoder", machine(device), dtype)
+        self.model = load_sentence_transformer(model, device or self.placement.device)
+        if self.placement.dtype != "float32":
+            self.model.to(self.placement.torch_dtype)
+        self.threads = threads if self.model.device.type == "cpu" else None
+        self.backend = choose_backend(backend, self.model)
+        self._infer = compile_openvino(self.model, self.threads) if self.backend == "openvino" else None
+        identity = self.identity(self.placement)
+        self.embeddings = EmbeddingCache(Path(cache_dir or cache_root() / "embeddings") / f"{identity[:32]}.sqlite")
+        self.batch_size = batch_size
+        self.stats.update(encoded=0, embedding_cache_hits=0, shapes_checked=0, shapes_one_at_a_time=0)
+
+    def identity(self, placement: Placement) -> str:
+        """The digest naming the embedding cache: the weights, the tokenizer, the library versions, where the model
+        runs and in which dtype (``placement``), and the thread count (PyTorch's CPU kernels give other bits on
+        other thread counts)."""
         import sentence_transformers
         import torch
         import transformers
 
-        super().__init__(cache=True)  # scores are exact functions of the pair, so they are kept by content
-        self.model_name = model
-        self.model = load_sentence_transformer(model, device)
-        self.threads = threads if self.model.device.type == "cpu" else None
-        self.backend = choose_backend(backend, self.model)
-        self._infer = compile_openvino(self.model, self.threads) if self.backend == "openvino" else None
         tokenizer = getattr(self.model.tokenizer, "backend_tokenizer", None)
-        # The thread count is part of the identity: PyTorch's CPU kernels give other bits on other thread counts.
-        identity = model_digest(self.model, repr(self.model), self.model.max_seq_length, self.model.device.type,
-                                self.threads, *self._backend_identity(),
-                                tokenizer.to_str() if tokenizer is not None else type(self.model.tokenizer).__name__,
-                                torch.__version__, transformers.__version__, sentence_transformers.__version__)
-        self.embeddings = EmbeddingCache(Path(cache_dir or cache_root() / "embeddings") / f"{identity[:32]}.sqlite")
-        self.batch_size = batch_size if self._batching_is_exact() else 1
-        self.stats.update(encoded=0, embedding_cache_hits=0)
+        return model_digest(self.model, repr(self.model), self.model.max_seq_length, placement.device,
+                            self.threads, *self._backend_identity(),
+                            tokenizer.to_str() if tokenizer is not None else type(self.model.tokenizer).__name__,
+                            torch.__version__, transformers.__version__, sentence_transformers.__version__,
+                            placement.identity())
 
     @contextmanager
     def _threads(self) -> Iterator[None]:
@@ -87,25 +99,44 @@ class BiEncoder(Ranker):
             return self.model.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
                                      show_progress_bar=False)
 
-    def _batching_is_exact(self) -> bool:
-        """Whether a batch of equal-length texts gives each the bits it gets alone, on this model and device."""
-        a, b = (self._run([text])[0] for text in PROBE)
-        ab, ba = self._run(list(PROBE)), self._run(list(PROBE[::-1]))
-        return all(np.array_equal(x, y) for x, y in ((ab[0], a), (ab[1], b), (ba[0], b), (ba[1], a)))
+    def _exact_batch(self, batch: list[str], length: int) -> np.ndarray:
+        """Embeddings of equal-length texts with the bits each gets alone: batched where this shape (rows, tokens)
+        was found to give them (checked on its first batch, the verdict kept in the cache), else one at a time."""
+        if len(batch) == 1:
+            return self._run(batch)
+        shape = (len(batch), length)
+        verdict = self.embeddings.shape_verdict(shape)
+        if verdict is False:
+            return np.concatenate([self._run([text]) for text in batch])
+        vectors = self._run(batch)
+        if verdict is None:
+            alone = np.concatenate([self._run([text]) for text in batch])
+            verdict = bool(np.array_equal(vectors, alone))
+            self.embeddings.keep_shape_verdict(shape, verdict)
+            self.stats["shapes_checked"] += 1
+            self.stats["shapes_one_at_a_time"] += not verdict
+            vectors = alone
+        return vectors
 
     def encode_new(self, texts: list[str]) -> dict[str, np.ndarray]:
-        """Embeddings of distinct ``texts``, in batches of equal token length (at most ``batch_size`` each)."""
+        """Embeddings of distinct ``texts``: on the CPU in batches of equal token length (at most ``batch_size``
+        each, every shape checked), on CUDA in length-sorted padded batches of ``batch_size``."""
         if not texts:
             return {}
+        if self.placement.tolerance is not None:
+            with self._threads():
+                found = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                          convert_to_numpy=True, show_progress_bar=False)
+            return dict(zip(texts, np.asarray(found, dtype=np.float32)))
         lengths = [len(ids) for ids in self.model.tokenizer(texts, truncation=True,
                                                             max_length=self.model.max_seq_length)["input_ids"]]
         vectors: dict[str, np.ndarray] = {}
         ordered = sorted(zip(lengths, texts))
-        for _, group in groupby(ordered, key=lambda item: item[0]):
+        for length, group in groupby(ordered, key=lambda item: item[0]):
             same = [text for _, text in group]
             for start in range(0, len(same), self.batch_size):
                 batch = same[start:start + self.batch_size]
-                vectors.update(zip(batch, self._run(batch)))
+                vectors.update(zip(batch, self._exact_batch(batch, length)))
         return vectors
 
     def encode(self, texts: list[str]) -> np.ndarray:

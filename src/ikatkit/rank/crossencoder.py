@@ -6,6 +6,10 @@ once, batches pairs by token count and pads each batch only to its longest pair;
 1e-7. On 2 CPU cores it scores about 2.3x as many pairs a second as ``CrossEncoder.predict`` (bench/bench_rerank.py).
 sentence-transformers' own ``backend="openvino"`` needs optimum-intel, whose newest release (2.2.0) requires
 transformers < 5.6, so it cannot be installed beside the pinned transformers 5.23.0 to be measured against this.
+
+On CUDA the torch backend runs in float16 (``ikatkit.placement``; ``dtype`` overrides it) over length-sorted
+batches, each padded to its longest pair only; the scores come back in the input order. The CPU's torch path is
+``CrossEncoder.predict`` as before.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
 from ikatkit.openvino_export import compile_ir, export_ir, ir_folder, positional
+from ikatkit.placement import decide, machine
 from ikatkit.rank.base import Ranker
 
 BACKENDS = ("torch", "openvino")
@@ -29,20 +34,25 @@ class CrossEncoderRanker(Ranker):
 
     ``backend`` is ``"openvino"`` (CPU only) or ``"torch"``; by default OpenVINO where the model sits on the CPU.
     ``threads``: OpenVINO's inference threads, not pinned to cores (default: as OpenVINO chooses, pinned).
+    ``dtype``: ``auto`` (float16 on CUDA, float32 on the CPU), ``float32``, ``float16`` or ``bfloat16``.
     """
 
     def __init__(self, model: str, max_length: int = 512, batch_size: int = 32, device: str | None = None,
-                 cache: bool = False, backend: str | None = None, threads: int | None = None) -> None:
+                 cache: bool = False, backend: str | None = None, threads: int | None = None,
+                 dtype: str = "auto") -> None:
         super().__init__(cache=cache)
         from sentence_transformers import CrossEncoder
 
         self.model_name = model
-        self.model = CrossEncoder(resolve_model(model), max_length=max_length, device=device)
+        self.placement = decide("cross-encoder", machine(device), dtype)
+        self.model = CrossEncoder(resolve_model(model), max_length=max_length, device=device or self.placement.device)
+        if self.placement.dtype != "float32":
+            self.model.to(self.placement.torch_dtype)
         self.batch_size = batch_size
         self.backend = backend or ("openvino" if self.model.device.type == "cpu" else "torch")
         if self.backend not in BACKENDS:
             raise IkatError(f"unknown cross-encoder backend {self.backend!r}", fix=f"use one of {list(BACKENDS)}")
-        if self.backend == "openvino" and self.model.device.type != "cpu":
+        if self.backend == "openvino" and (self.model.device.type != "cpu" or self.placement.dtype != "float32"):
             raise IkatError(f"the OpenVINO backend runs on the CPU, not {self.model.device}",
                             fix='use backend = "torch" on a GPU')
         if threads is not None and self.backend != "openvino":
@@ -51,9 +61,14 @@ class CrossEncoderRanker(Ranker):
         self._infer = openvino_model(self.model, threads) if self.backend == "openvino" else None
 
     def _score_unique(self, pairs: list[tuple[str, str]]) -> list[float]:
-        if self._infer is None:
+        if self._infer is None and self.placement.device == "cpu" and self.placement.dtype == "float32":
             scores = self.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
             return [float(score) for score in scores]
+        return self.score_sorted(pairs)
+
+    def score_sorted(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """Scores of ``pairs`` in their order, computed in batches of pairs sorted by token count (each padded to
+        its longest pair): on OpenVINO, or on PyTorch in the placement's dtype."""
         import torch
 
         features = tokenize(self.model, pairs)
@@ -61,8 +76,14 @@ class CrossEncoderRanker(Ranker):
         result = [0.0] * len(pairs)
         for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]
-            logits = self._infer(pad(self.model, features, batch, "np"))
-            for i, score in zip(batch, self.model.activation_fn(torch.from_numpy(logits)).squeeze(-1).tolist()):
+            if self._infer is not None:
+                logits = torch.from_numpy(self._infer(pad(self.model, features, batch, "np")))
+            else:
+                inputs = {k: v.to(self.model.device, non_blocking=True)
+                          for k, v in pad(self.model, features, batch, "pt").items()}
+                with torch.inference_mode():
+                    logits = self.model[0].model(**inputs).logits.float()
+            for i, score in zip(batch, self.model.activation_fn(logits).squeeze(-1).tolist()):
                 result[i] = score
         return result
 

@@ -2,7 +2,8 @@
 
 Each ``put`` is one transaction, so a killed writer leaves the rows of the batches it finished and nothing
 half-written; concurrent processes may share the file (SQLite locks it; the first write of a text wins, and
-later writes of the same text are ignored, so a vector never changes once stored).
+later writes of the same text are ignored, so a vector never changes once stored). Beside the vectors, the
+bi-encoder keeps which batch shapes (rows, tokens) give each text the bits it gets alone.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ class EmbeddingCache:
         self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS shapes (rows INTEGER, tokens INTEGER, exact INTEGER NOT NULL, "
+                         "PRIMARY KEY (rows, tokens))")
+        self._shapes: dict[tuple[int, int], bool] = {}
 
     @staticmethod
     def _key(text: str) -> bytes:
@@ -44,3 +48,17 @@ class EmbeddingCache:
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?)", rows)
+
+    def shape_verdict(self, shape: tuple[int, int]) -> bool | None:
+        """Whether a batch of ``shape`` (rows, tokens) gives each text its own bits; None when not yet checked."""
+        if shape not in self._shapes:
+            row = self._db.execute("SELECT exact FROM shapes WHERE rows = ? AND tokens = ?", shape).fetchone()
+            if row is None:
+                return None
+            self._shapes[shape] = bool(row[0])
+        return self._shapes[shape]
+
+    def keep_shape_verdict(self, shape: tuple[int, int], exact: bool) -> None:
+        self._shapes[shape] = exact
+        with self._db:
+            self._db.execute("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (*shape, int(exact)))
