@@ -5,7 +5,7 @@ grouped by conversation), first printing the cross-validated choices of the feat
 (train only), then reports on the 2023 TEST topics (NIST PTKB qrels, binary) and the 2025 test topics (NIST PTKB
 qrels, grades 0-4, at grade >= 1 and >= 2): SetP/SetR/SetF, micro F1, and the two-sided paired t-test (and
 sign-flip randomization test) of the per-turn F1 against the top-3 ranking, each model under both decision rules
-(``ptkb_model.DECISIONS``); then PTKB nDCG@5 of the rankings. Raw utterances (what an automatic or interactive
+(``ptkb_model.THRESHOLD_RULES``); then PTKB nDCG@5 of the rankings. Raw utterances (what an automatic or interactive
 system has) and resolved ones (manual).
 
     python bench/ptkb_model_table.py [--data ../shared/ikat] [--model bundled:minilm] [--finetune bi]
@@ -40,18 +40,6 @@ RANKED_GRID = tuple((r, round(0.1 * w, 1)) for r in (1, 2, 3) for w in range(1, 
 chose (2, 0.8) on every train turn, so the held-out fold must not see that choice)."""
 
 
-def _expected_f1(p):  # noqa: ANN001, ANN202
-    """The top k with the best expected F1 if the statements' labels were independent with these probabilities
-    (2 * sum of the top k's p / (k + sum of all p), the usual approximation)."""
-    import numpy as np
-
-    order = np.argsort(-p, kind="stable")
-    k = int(np.argmax(2 * np.cumsum(p[order]) / (np.arange(1, len(p) + 1) + p.sum()))) + 1
-    picked = np.zeros(len(p), bool)
-    picked[order[:k]] = True
-    return picked
-
-
 def decisions_cross_validated(train, ranker) -> None:  # noqa: ANN001
     """Out-of-fold mean per-turn F1 of decision rules over the same out-of-fold probabilities, train only: the
     threshold (chosen on them), at least one (the most probable where none reaches the threshold; the threshold
@@ -73,12 +61,13 @@ def decisions_cross_validated(train, ranker) -> None:  # noqa: ANN001
                 return float(np.mean([pm.turn_f1(rule(oof[rows]), data.truth[rows] == 1) for rows in turns]))
 
             rules = {d: pm.mean_turn_f1(oof, data.truth, data.qids, pm.best_threshold(oof, data.truth, data.qids, d),
-                                        d) for d in pm.DECISIONS}
+                                        d) for d in pm.THRESHOLD_RULES}
             relative = max((mean(lambda p, r=r: p >= r * p.max()), round(r, 2)) for r in np.arange(0.05, 1.0, 0.05))
             top = max((mean(lambda p, k=k: np.argsort(np.argsort(-p, kind="stable"), kind="stable") < k), k)
                       for k in range(1, 6))
+            expected = mean(lambda p: pm.picked(p, 0.0, "expected-f1"))
             print(f"| {kind} | {features} | {rules['threshold']:.4f} | {rules['at-least-one']:.4f} | "
-                  f"{mean(_expected_f1):.4f} | {relative[0]:.4f} ({relative[1]}) | {top[0]:.4f} ({top[1]}) |")
+                  f"{expected:.4f} | {relative[0]:.4f} ({relative[1]}) | {top[0]:.4f} ({top[1]}) |")
 
 
 def _ndcg(scores, data, rows) -> float:  # noqa: ANN001
@@ -169,7 +158,7 @@ def main() -> None:
     from ikatkit.evaluate.significance import paired_test
     from ikatkit.rank import make_ranker
     from ikatkit.rank.base import PTKB_HISTORY_WEIGHT
-    from ikatkit.rank.ptkb_model import DECISIONS, PtkbModel, topic_turns, train_model
+    from ikatkit.rank.ptkb_model import THRESHOLD_RULES, PtkbModel, topic_turns, train_model
     from ikatkit.rank.standalone import rank_topics_ptkb
     from ikatkit.topics import load_topics
 
@@ -197,7 +186,7 @@ def main() -> None:
                                      "pass another --models, to train it again")
             # one fit per model: the rules differ in the threshold alone, each stated in trained_on
             models = {(fs, d): replace(m, decision=d, threshold=m.trained_on["thresholds"][d])
-                      for fs, m in trained.items() for d in DECISIONS}
+                      for fs, m in trained.items() for d in THRESHOLD_RULES}
             print(f"\n{kind} utterances; thresholds: " + ", ".join(f"{fs}, {d} {m.threshold:.4f} (data "
                                                                    f"{m.trained_on['fingerprint']})"
                                                                    for (fs, d), m in models.items()))

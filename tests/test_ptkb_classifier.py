@@ -283,3 +283,4 @@ def test_the_commands_choices_are_the_models() -> None:
 
     assert set(command.FEATURES) == set(ptkb_model.FEATURE_SETS) and command.FINETUNE == ptkb_model.FINETUNE
     assert command.DECISIONS == ptkb_model.DECISIONS
+    assert command.DEFAULT_MODEL == ptkb_model.DEFAULT
