@@ -284,3 +284,21 @@ def test_the_commands_choices_are_the_models() -> None:
     assert set(command.FEATURES) == set(ptkb_model.FEATURE_SETS) and command.FINETUNE == ptkb_model.FINETUNE
     assert command.DECISIONS == ptkb_model.DECISIONS
     assert command.DEFAULT_MODEL == ptkb_model.DEFAULT
+
+
+def test_the_model_does_not_depend_on_what_the_embedding_cache_held(train_slice: Path, tmp_path: Path) -> None:
+    """Issue 61: on Intel CPUs with AVX-512/AMX a batch's row count changes an embedding's last bits, so a model
+    trained through a ranker whose cache held every text embedded in one call (batches of up to 32 texts) differed
+    from one trained through a fresh ranker (a turn's few texts a batch), as the CLI's did from the library's."""
+    from ikatkit.rank import make_ranker
+
+    topics = load_topics(train_slice)
+    queries = topics.queries("raw")
+    texts = {text for c in topics.conversations for text in c.ptkb.values()}
+    texts |= {text for t in topics for text in (t.utterance, t.response or "") if text}
+    warmed = make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path / "warmed")
+    warmed.score([(text, text) for text in sorted(texts)])
+    fresh = make_ranker("bi-encoder", "bundled:minilm", cache_dir=tmp_path / "fresh")
+    models = [train_model(topics, queries, ranker, "bi-encoder", "bundled:minilm", folds=2, decision="at-least-one")
+              for ranker in (warmed, fresh)]
+    assert models[0] == models[1]
