@@ -129,14 +129,34 @@ def cross_validate(data) -> dict[str, tuple[float, list]]:  # noqa: ANN001
     return candidates
 
 
+def calibration(data) -> None:  # noqa: ANN001
+    """The shipped candidate's out-of-fold probabilities against the labels: per fifth of the statements by
+    probability, the mean probability and the share relevant; the Brier score; the mean count cited a turn."""
+    from ikatkit.rank import ptkb_model as pm
+
+    p = pm.out_of_fold(data, features(SHIPPED[0]), 5)
+    order = np.argsort(p, kind="stable")
+    print("| statements (by out-of-fold p) | mean p | share relevant |\n| --- | --- | --- |")
+    for part in np.array_split(order, 5):
+        print(f"| {len(part)} from p {p[part].min():.3f} | {p[part].mean():.4f} | {data.truth[part].mean():.4f} |")
+    cited = [int(pm.picked(p[rows], 0.0, SHIPPED[1]).sum()) for rows in turns_of(data)]
+    print(f"Brier {np.mean((p - data.truth) ** 2):.4f}; sum of p {p.sum():.1f} against {int(data.truth.sum())} "
+          f"relevant; {np.mean(cited):.2f} statements cited a turn (relevant {data.truth.sum() / len(cited):.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/ikat"))
     parser.add_argument("--model", default="bundled:minilm")
+    parser.add_argument("--calibration", action="store_true",
+                        help="only the shipped candidate's out-of-fold calibration (grouped 5-fold CV over all 2023)")
     parser.add_argument("--write", type=Path, help="write the chosen model, fitted on all of 2023, here (the "
                                                    "shipped one: src/ikatkit/data/ptkb/default.json)")
     args = parser.parse_args()
     data = all_2023(args.data, args.model)
+    if args.calibration:
+        calibration(data)
+        return
     if args.write:
         from ikatkit.rank import ptkb_model as pm
 
