@@ -40,15 +40,17 @@ SHIPPED = ("relative", "expected-f1")  # the rule's choice (CV SetF 0.4844; docs
 
 def all_2023(data: Path, model: str):  # noqa: ANN201
     """The labelled rows of all of 2023 (train provenance, test NIST qrels), raw utterances."""
+    from ikatkit.evaluate.ptkb_classify import ptkb_qrels_keys
+    from ikatkit.evaluate.qrels import load_qrels
     from ikatkit.rank import make_ranker
     from ikatkit.rank import ptkb_model as pm
     from ikatkit.topics import load_topics
 
     ranker = make_ranker("bi-encoder", model)
     train, test = load_topics(data / "2023/train_topics.json"), load_topics(data / "2023/test_topics.json")
+    qrels = ptkb_qrels_keys(load_qrels(data / "2023/ptkb_qrels.nist.txt"))
     return pm.joined([pm.training_data(train, train.queries("raw"), ranker),
-                      pm.training_data(test, test.queries("raw"), ranker,
-                                       labels=pm.qrels_labels(data / "2023/ptkb_qrels.nist.txt", test))])
+                      pm.training_data(test, test.queries("raw"), ranker, labels=pm.qrels_labels(qrels, test))])
 
 
 def subset(data, rows: np.ndarray):  # noqa: ANN001, ANN201

@@ -390,13 +390,10 @@ class TrainingData:
     fingerprint: str
 
 
-def qrels_labels(path: str | Path, topics: Topics, rel: int = 1) -> dict[str, dict[str, int]]:
-    """Labels from PTKB qrels: for each judged turn of ``topics``, every statement of its conversation, 1 where
-    its grade is at least ``rel``, else 0 (an unjudged statement is not relevant: trec_eval's rule)."""
-    from ikatkit.evaluate.ptkb_classify import ptkb_qrels_keys
-    from ikatkit.evaluate.qrels import load_qrels
-
-    qrels = ptkb_qrels_keys(load_qrels(path))
+def qrels_labels(qrels: Mapping[str, Mapping[str, int]], topics: Topics, rel: int = 1) -> dict[str, dict[str, int]]:
+    """Labels from PTKB qrels keyed as ikatkit keys statements (``evaluate.ptkb_classify.ptkb_qrels_keys``): for
+    each judged turn of ``topics``, every statement of its conversation, 1 where its grade is at least ``rel``, else 0
+    (an unjudged statement is not relevant: trec_eval's rule)."""
     return {qid: {key: int(qrels[qid].get(key, 0) >= rel) for key in topics.conversation_of(qid).ptkb}
             for qid in topics.qids if qid in qrels}
 
