@@ -12,8 +12,9 @@ The folder ``out`` holds, in the order they are made:
 - ``index.faiss`` (row i = the i-th passage in shard order, the id map being the texts' ``id`` column) and
   ``manifest.json``, written last: model, dimension, normalisation, faiss spec, counts.
 
-``work.json`` fingerprints what changes the embeddings (source, model, backend, shard size, sequence length); a
-resumed job with other settings is refused.
+``work.json`` fingerprints what changes the embeddings (source, model, backend, shard size, sequence length, the
+actors' device and dtype: float16 on GPUs, float32 on CPUs); a resumed job with other settings is refused. GPU
+actors take ``GPU_ROWS_PER_CALL`` passages a call and encode them in batches of at least ``GPU_BATCH``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ SHARD_SIZE = 100_000
 FLAT_LIMIT = 1_000_000  # auto: exact search up to this many passages, IVF-PQ above
 TRAIN_LIMIT = 1_000_000  # vectors sampled to train an IVF or PQ index
 ROWS_PER_CALL = 256  # passages an encoder actor embeds per Ray Data batch
+GPU_ROWS_PER_CALL = 8192  # the same on a GPU: enough batches for its tokenizing thread to work ahead
 NORMALISATION = "l2: unit-length embeddings, inner product = cosine"
 
 
@@ -122,11 +124,11 @@ def _read_shards(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 class _EncodeBatches:
     """A Ray Data actor: embeds the ``text`` column of each batch, keeping ``shard`` and ``row``."""
 
-    def __init__(self, model: str, backend: str, threads: int, batch_size: int) -> None:
-        from ikatkit.index.encode import Encoder
+    def __init__(self, model: str, backend: str, threads: int, batch_size: int, dtype: str = "auto") -> None:
+        from ikatkit.index.encode import GPU_BATCH, Encoder
 
-        self.encoder = Encoder(model, backend, threads)
-        self.batch_size = batch_size
+        self.encoder = Encoder(model, backend, threads, dtype=dtype)
+        self.batch_size = batch_size if self.encoder.placement.device == "cpu" else max(batch_size, GPU_BATCH)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         vectors = self.encoder.encode([str(t) for t in batch["text"]], self.batch_size)
@@ -164,7 +166,7 @@ def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: in
         return
     open_shards: dict[int, tuple[np.memmap, Path, int]] = {}
     for batch in encoded_batches(texts, pending, _EncodeBatches, dict(encoder, threads=threads), ray, workers,
-                                 threads, gpus):
+                                 threads, gpus, GPU_ROWS_PER_CALL if gpus else ROWS_PER_CALL):
         for shard in np.unique(batch["shard"]).tolist():
             if shard not in open_shards:
                 tmp = embeddings / f".{shard:05d}.npy.tmp"
@@ -236,6 +238,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     finished index with the same faiss spec is left as it is; another spec re-indexes the kept embeddings."""
     from ikatkit.index.encode import choose_backend, compile_openvino
     from ikatkit.models import load_sentence_transformer
+    from ikatkit.placement import Machine, decide
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -255,8 +258,10 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
     backend = "torch" if gpus and backend == "auto" else choose_backend(backend, loaded)
+    placement = decide("encoder", Machine("cuda" if gpus else "cpu"))  # the actors' (float16 on GPUs)
     fingerprint = {"source": source, "model": model, "backend": backend, "shard_size": shard_size,
                    "max_seq_length": loaded.max_seq_length, "normalisation": NORMALISATION,
+                   "placement": placement.identity(),
                    "versions": {name: metadata.version(name) for name in ("sentence-transformers", "torch")}}
     if work.exists() and json.loads(work.read_text(encoding="utf-8")) != fingerprint:
         raise IkatError("an unfinished dense index here was started from other inputs or settings", path=out,
@@ -267,7 +272,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     dimension = int(loaded.get_embedding_dimension())
     if backend == "openvino":  # converted here once, checked, and found in the cache by the workers of this node
         compile_openvino(loaded)
-    encoder = {"model": model, "backend": backend, "batch_size": batch_size}
+    encoder = {"model": model, "backend": backend, "batch_size": batch_size, "dtype": placement.dtype}
     workers = workers or max(1, gpus if gpus else cpus // threads)
     encode_shards(out / "texts", out / "embeddings", sizes, dimension, encoder, ray, workers, threads, gpus, progress)
     spec = auto_spec(sum(sizes), dimension) if faiss_spec == "auto" else faiss_spec
@@ -277,6 +282,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
         "kind": "dense",
         "model": model,
         "backend": backend,
+        "placement": placement.identity(),
         "dimension": dimension,
         "normalisation": NORMALISATION,
         "max_seq_length": loaded.max_seq_length,

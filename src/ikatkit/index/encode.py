@@ -105,7 +105,7 @@ def prefetched(model: Any, texts: list[str], batches: list[list[int]], pin: bool
     the consumer (the tokenizer releases the GIL), in pinned memory when ``pin``."""
 
     def prepare(rows: list[int]) -> dict[str, Any]:
-        features = model.tokenize([texts[i] for i in rows])
+        features = model.preprocess([texts[i] for i in rows])
         return {k: v.pin_memory() if pin else v for k, v in features.items() if hasattr(v, "pin_memory")}
 
     with ThreadPoolExecutor(1, thread_name_prefix="tokenize") as pool:
