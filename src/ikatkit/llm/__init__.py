@@ -60,7 +60,8 @@ def make_llm(config: dict[str, Any]) -> LLM:
 
     Shared options: adapter, max_new_tokens (128), temperature (0 = greedy), top_k (0 = off), top_p (1 = off),
     seed (of sampled candidates), cache_dir. transformers:
-    gguf_file, quantization (4bit | 8bit, GPU only), batch_size. openai: base_url, max_concurrency,
+    gguf_file, quantization (4bit | 8bit, GPU only), batch_size, device, dtype, decoding (eager | static).
+    openai: base_url, max_concurrency,
     max_retries, timeout (the client's own retries and per-request limit); the key only from OPENAI_API_KEY.
     """
     options = dict(config)
