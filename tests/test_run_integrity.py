@@ -349,6 +349,11 @@ def test_each_input_changes_its_fingerprint_part(tmp_path, monkeypatch):
         assert changed() == {"threads"}
     finally:
         torch.set_num_threads(threads)
+    from ikatkit import placement
+
+    assert base["device"] == placement.machine().name
+    monkeypatch.setattr(placement, "machine", lambda device=None: placement.Machine("cuda", "NVIDIA H200", True))
+    assert changed() == {"device"}  # a run begun on the CPU is not resumed on a GPU
 
 
 def test_every_option_of_a_resource_naming_a_file_or_folder_is_its_identity(tmp_path):

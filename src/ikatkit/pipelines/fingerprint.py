@@ -1,9 +1,9 @@
 """What a run's checkpoints belong to: a digest per input that changes outputs.
 
-``parts`` names each input (config, prompts, topics, index, ikatkit version, threads, each model's identity),
-so a refused resume says what changed. What makes a resource's identity is what its kind declares
-(:class:`ikatkit.pipelines.resources.ResourceKind`): a local model file or folder (``bundled:*`` included) by its
-content, a hub id by the revision in the local Hugging Face cache, an OpenAI-compatible model by name and
+``parts`` names each input (config, prompts, topics, index, ikatkit version, threads, the device torch's models run
+on, each model's identity), so a refused resume says what changed. What makes a resource's identity is what its kind
+declares (:class:`ikatkit.pipelines.resources.ResourceKind`): a local model file or folder (``bundled:*`` included)
+by its content, a hub id by the revision in the local Hugging Face cache, an OpenAI-compatible model by name and
 server; LoRA adapters and trained PTKB models (a stage's ``classifier``) by their content.
 """
 
@@ -91,18 +91,29 @@ def threads(uses_torch: bool, configured: int | None = None) -> dict[str, int]:
     return found
 
 
+def device(uses_torch: bool) -> str:
+    """Where torch's models run when a resource names no device (:func:`ikatkit.placement.machine`: the CPU, else
+    the GPU's name), so a run begun on the CPU is not resumed on a GPU, nor the reverse."""
+    if not uses_torch:
+        return "none"
+    from ikatkit import placement
+
+    return placement.machine().name
+
+
 def fingerprint_parts(raw_config: dict[str, Any], records: list[dict[str, Any]], year: int,
                       index: str | Path | None, memo: Path | None = None, models: bool = True) -> dict[str, str]:
     """A digest per input that changes a run's outputs; ``models=False`` leaves out the (slower) model identities."""
     resources = {resource.name: resource for resource in declared(raw_config.get("resources", {}))}
+    uses_torch = any("torch" in resource.modules() for resource in resources.values())
     parts = {
         "config": _sha(raw_config),
         "prompts": prompts_digest(),
         "topics": _sha({"year": year, "records": records}),
         "index": _sha(index_identity(index)),
         "ikatkit": __version__,
-        "threads": _sha(threads(any("torch" in resource.modules() for resource in resources.values()),
-                                raw_config.get("threads"))),
+        "threads": _sha(threads(uses_torch, raw_config.get("threads"))),
+        "device": device(uses_torch),
     }
     from ikatkit.rank.ptkb_model import classifier_path
 
