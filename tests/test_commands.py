@@ -133,11 +133,19 @@ def test_run_with_a_query_file(demo_index, topics_file, rewrites, config, tmp_pa
     assert not (tmp_path / "p" / "checkpoints").exists()
 
 
-def test_run_help_lists_the_stages(capsys):
+def test_run_help_names_every_resource_kind_and_where_the_stages_are_listed(capsys):
+    """run --help names each resource kind and points to `ikatkit stages` (it no longer lists the stages, so a
+    source tree without ikatkit's entry points can build the CLI: tests/test_source_tree.py)."""
+    from ikatkit.pipelines.resources import KINDS
+
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "configs/demo.toml" in text and "file_query, rewrite, rank_ptkb" in text
+    assert "configs/demo.toml" in text and "`ikatkit stages` lists the stages" in text
+    assert f"kind = {' | '.join(KINDS)}" in text
+    assert main(["stages"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"\n{stage}: " in "\n" + listed for stage in ("file_query", "rewrite", "rank_ptkb"))
     for command, expected in (("demo", "only exercises the plumbing"), ("eval", "json: {mean, evaluated, missing")):
         with pytest.raises(SystemExit):
             main([command, "--help"])

@@ -14,8 +14,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="run a pipeline config over topics: official run + TREC run + manifest, validated",
         description="Run a pipeline config over topics. A config is a TOML file: name, run_type, [resources.*] "
-                    "(kind = llm | bm25 | bi-encoder | cross-encoder) and [[stages]] in order, each naming a stage "
-                    "and its options; see configs/demo.toml and docs/configs.md; `ikatkit stages` lists the stages.")
+                    "(kind = llm | bi-encoder | cross-encoder | bm25 | dense | splade | partitioned-bm25) and "
+                    "[[stages]] in order, each naming a stage and its options; see configs/demo.toml and "
+                    "docs/configs.md; `ikatkit stages` lists the stages.")
     p.add_argument("config", help="a run config, e.g. configs/demo.toml")
     p.add_argument("--topics", required=True, help="topic JSON (the run's format follows the topics' year)")
     p.add_argument("--year", type=int, help="topic format year (detected when omitted)")
