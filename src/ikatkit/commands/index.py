@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from ikatkit.collection.readers import FORMATS
 from ikatkit.collection.segment import SPLITTERS
@@ -55,22 +57,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--model", default=default(build_dense, "model"),
                    help="sentence-transformers model: bundled:minilm (all-MiniLM-L6-v2), a folder or a hub id in the "
                         "local Hugging Face cache")
-    d.add_argument("--ray", help="auto or HOST:PORT to join a running Ray cluster (default: a local Ray on this "
-                                 "machine's cores)")
-    d.add_argument("--batch-size", type=int, default=default(build_dense, "batch_size"),
-                   help="passages per forward pass")
     d.add_argument("--faiss", default=default(build_dense, "faiss_spec"),
                    help="faiss index_factory spec: Flat, HNSW32, IVF32768,PQ48, ... (auto: Flat up to 1M passages, "
                         "else IVF with ~4 sqrt(n) lists and PQ of dimension/8 bytes, trained on up to 1M sampled "
                         "vectors); a new spec on a finished index re-indexes its embeddings")
     d.add_argument("--backend", default=default(build_dense, "backend"), choices=BACKENDS,
                    help="auto: OpenVINO on CPU workers (about 2x PyTorch there), PyTorch on GPUs")
-    d.add_argument("--threads", type=int, default=default(build_dense, "threads"),
-                   help="CPU threads per encoder worker")
-    d.add_argument("--workers", type=int, help="encoder workers (default: one per GPU of the cluster, else one per "
-                                               "--threads CPUs)")
-    d.add_argument("--shard-size", type=int, default=default(build_dense, "shard_size"),
-                   help="passages per shard, the unit of resuming")
+    _add_ray_encoding(d, build_dense)
     d.add_argument("--format", default="auto", choices=["auto", *FORMATS])
     d.add_argument("--splitter", default="auto", choices=SPLITTERS)
     sp = isub.add_parser("sparse", help="encode passages with SPLADE on Ray, build a Lucene impact index (Anserini)",
@@ -82,16 +75,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--model", default=default(build_sparse, "model"),
                     help="SPLADE masked-LM model: a folder, or a hub id in the local Hugging Face cache (never "
                          "downloaded)")
-    sp.add_argument("--ray", help="auto or HOST:PORT to join a running Ray cluster (default: a local Ray on this "
-                                  "machine's cores)")
-    sp.add_argument("--batch-size", type=int, default=default(build_sparse, "batch_size"),
-                    help="passages per forward pass")
-    sp.add_argument("--threads", type=int, default=default(build_sparse, "threads"),
-                    help="CPU threads per encoder worker")
-    sp.add_argument("--workers", type=int, help="encoder workers (default: one per GPU of the cluster, else one per "
-                                                "--threads CPUs)")
-    sp.add_argument("--shard-size", type=int, default=default(build_sparse, "shard_size"),
-                    help="passages per shard, the unit of resuming")
+    _add_ray_encoding(sp, build_sparse)
     sp.add_argument("--index-threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
     sp.add_argument("--heap", default=default(build_sparse, "heap"), help="Java heap for Anserini")
     sp.add_argument("--format", default="auto", choices=["auto", *FORMATS])
@@ -186,3 +170,15 @@ def _build(args: argparse.Namespace) -> None:
         shown = problems[:SHOWN_PROBLEMS]
         print(f"skipped records (first {len(shown)}; up to {len(problems)} in {Path(args.out) / MANIFEST}):\n  "
               + "\n  ".join(shown), file=sys.stderr)
+
+
+def _add_ray_encoding(p: argparse.ArgumentParser, build: Callable[..., Any]) -> None:
+    """The options of encoding on Ray that `index dense` and `index sparse` share, defaults from ``build``."""
+    p.add_argument("--ray", help="auto or HOST:PORT to join a running Ray cluster (default: a local Ray on this "
+                                 "machine's cores)")
+    p.add_argument("--batch-size", type=int, default=default(build, "batch_size"), help="passages per forward pass")
+    p.add_argument("--threads", type=int, default=default(build, "threads"), help="CPU threads per encoder worker")
+    p.add_argument("--workers", type=int, help="encoder workers (default: one per GPU of the cluster, else one per "
+                                               "--threads CPUs)")
+    p.add_argument("--shard-size", type=int, default=default(build, "shard_size"),
+                   help="passages per shard, the unit of resuming")
