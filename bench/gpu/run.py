@@ -3,13 +3,13 @@
     python bench/gpu/run.py [--out DIR] [--budget SECONDS] [--turns N]
 
 Models are of the real shapes with random weights, built on the GPU (bench/gpu/shapes.py; nothing is downloaded):
-all-MiniLM-L6-v2 (the dense encoder and the bi-encoder ranker), MiniLM-L6 and -L12 cross-encoders, Llama-2-7B and
-Llama-3-8B. Beside each figure it writes the limit the hardware sets, from the GPU's matrix rate and copy
-bandwidth measured first in the same run. Results: DIR/gpu.json (default ``$OUT``, else bench/gpu/out), written
-after each part, so a run cut short keeps what it measured; parts that would pass ``--budget`` are skipped, said
-so. Without a CUDA GPU it exits at once (status 2) with one line saying it needs one. It needs ikatkit's source
-beside it (``src/`` is put on the path) and the image's torch, transformers and sentence-transformers; the 4-bit
-part runs where bitsandbytes imports (carry its wheel).
+all-MiniLM-L6-v2 (the dense encoder and the bi-encoder ranker), MiniLM-L6 and -L12 cross-encoders, SPLADE++'s
+BERT-base masked LM (issue 60), Llama-2-7B and Llama-3-8B. Beside each figure it writes the limit the hardware sets,
+from the GPU's matrix rate and copy bandwidth measured first in the same run. Results: DIR/gpu.json (default
+``$OUT``, else bench/gpu/out), written after each part, so a run cut short keeps what it measured; parts that would
+pass ``--budget`` are skipped, said so. Without a CUDA GPU it exits at once (status 2) with one line saying it needs
+one. It needs ikatkit's source beside it (``src/`` is put on the path) and the image's torch, transformers and
+sentence-transformers; the 4-bit part runs where bitsandbytes imports (carry its wheel).
 """
 
 from __future__ import annotations
@@ -95,11 +95,12 @@ def environment() -> dict[str, Any]:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **ceilings()}
 
 
-def encoder_limit(tokens: float, layers: int, rate_tflops: float) -> float:
-    """Passages a second a MiniLM of ``layers`` layers could encode at ``rate_tflops`` (matrix work only):
-    2 FLOP per weight and token, plus attention's 4 * tokens * hidden per token and layer."""
-    hidden, inner = 384, 1536
-    per_token = layers * (2 * (4 * hidden * hidden + 2 * hidden * inner) + 4 * tokens * hidden)
+def encoder_limit(tokens: float, layers: int, rate_tflops: float, hidden: int = 384, inner: int = 1536,
+                  head: int = 0) -> float:
+    """Passages a second a BERT encoder (MiniLM's width by default) of ``layers`` layers could encode at
+    ``rate_tflops`` (matrix work only): 2 FLOP per weight and token, attention's 4 * tokens * hidden per token and
+    layer, and ``head`` weights a token after the last layer (SPLADE's MLM head: transform and vocabulary)."""
+    per_token = layers * (2 * (4 * hidden * hidden + 2 * hidden * inner) + 4 * tokens * hidden) + 2 * head
     return rate_tflops * 1e12 / (per_token * tokens)
 
 
@@ -129,6 +130,31 @@ def dense_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
             "min_cosine_vs_fp32": float(np.min(np.sum(half[:20_000] * full, axis=1))),
             "tokenize_passages_per_s": round(tokenize),
             "limit_passages_per_s_fp16_matmul": round(encoder_limit(tokens, 6, env["matmul_tflops"]["float16"]))}
+
+
+def splade_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
+    """SPLADE++'s shape (issue 60) through ``index.splade.SpladeEncoder`` on CUDA (float32, as ``index sparse``
+    runs it), passages and queries, against the float32 matrix rate's limit."""
+    import numpy as np
+
+    from ikatkit.index.splade import SpladeEncoder
+    import shapes
+
+    folder = shapes.splade(work / "splade")
+    texts = shapes.passages(4096)
+    encoder = SpladeEncoder(str(folder), device="cuda")
+    tokens = float(np.mean([len(ids) for ids in encoder.tokenizer(texts[:1000])["input_ids"]]))
+    encoder.encode(texts[:256], batch_size=64)
+    vectors, seconds = timed(lambda: encoder.encode(texts, batch_size=64))
+    queries, query_seconds = timed(lambda: encoder.encode_queries([QUERY] * 256))
+    rate = len(texts) / seconds
+    hidden, vocabulary = shapes.BERT_BASE["hidden_size"], shapes.BERT_BASE["vocab_size"]
+    return {"dtype": "float32", "passages": len(texts), "mean_tokens": round(tokens, 1),
+            "passages_per_s": round(rate, 1), "hours_for_116.8M": round(116.8e6 / rate / 3600, 1),
+            "terms_per_passage": round(float(np.mean([len(v) for v in vectors])), 1),
+            "queries_per_s": round(256 / query_seconds, 1), "terms_per_query": len(queries[0]),
+            "limit_passages_per_s_fp32_matmul": round(encoder_limit(tokens, 12, env["matmul_tflops"]["float32"], hidden,
+                                                                    4 * hidden, hidden * (hidden + vocabulary)))}
 
 
 def bi_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if torch is None or not torch.cuda.is_available():
         print(NEEDS, file=sys.stderr)
         return 2
-    sys.path[:0] = [str(HERE.parents[1] / "src"), str(HERE)]
+    sys.path[:0] = [str(HERE.parents[1] / "src"), str(HERE), str(HERE.parent)]  # src, shapes, splade_random
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path("/dev/shm/ikatkit-gpu" if Path("/dev/shm").is_dir() else "/tmp/ikatkit-gpu")
     os.environ.setdefault("IKATKIT_CACHE", str(work / "cache"))
@@ -262,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.part("dense_encoder_minilm_l6", 40, lambda: dense_encoder(work, env))
     bench.part("bi_encoder_minilm_l6", 30, lambda: bi_encoder(work, env))
     bench.part("cross_encoder_minilm_l6", 20, lambda: cross_encoder(work, 6))
+    bench.part("splade_encoder_bert_base", 40, lambda: splade_encoder(work, env))
     bench.part("cross_encoder_minilm_l12", 20, lambda: cross_encoder(work, 12))
     bench.part("llama_2_7b_fp16", 120, lambda: generation(work, env, "llama-2-7b", ("eager", "static")))
     def four_bit() -> dict[str, Any]:

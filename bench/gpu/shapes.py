@@ -1,6 +1,7 @@
-"""Random-weight models of the real shapes, built locally (nothing is downloaded): MiniLM bi- and cross-encoders
-with a WordPiece tokenizer over a made-up vocabulary, Llama decoders with a word-level tokenizer and a chat
-template. Their outputs mean nothing; their compute is that of the real models (bench/gpu/run.py, the tests)."""
+"""Random-weight models of the real shapes, built locally (nothing is downloaded): MiniLM bi- and cross-encoders and a
+SPLADE++-shaped BERT-base masked LM with a WordPiece tokenizer over a made-up vocabulary, Llama decoders with a
+word-level tokenizer and a chat template. Their outputs mean nothing; their compute is that of the real models
+(bench/gpu/run.py, the tests)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 WORDS = [f"w{i}" for i in range(4000)] + ("lentils tofu beans marathon runner protein iron vitamin training "
                                           "recovery diet plan meal energy").split()
+BERT_BASE = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "vocab_size": 30522, "max_position_embeddings": 512}  # SPLADE++'s encoder (bench/splade_random.py)
 MINILM = {"hidden_size": 384, "intermediate_size": 1536, "num_attention_heads": 12, "vocab_size": 30522,
           "max_position_embeddings": 512}
 LLAMA = {"llama-2-7b": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
@@ -96,3 +99,20 @@ def passages(count: int, words: int = 110, seed: int = 0) -> list[str]:
 
     rng = random.Random(seed)
     return [" ".join(rng.choices(WORDS, k=rng.randint(words * 4 // 5, words))) for _ in range(count)]
+
+
+def splade(folder: Path, seed: int = 0) -> Path:
+    """A random-weight BERT-base masked LM (SPLADE++'s shape, 30,522 terms) with ``bert_tokenizer``; its output
+    bias set as bench/splade_random.py sets it, so vectors are about as sparse as SPLADE++'s."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from splade_random import BIAS
+
+    bert_tokenizer(folder)
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(BertConfig(**BERT_BASE)).eval()
+    with torch.no_grad():
+        model.cls.predictions.bias.fill_(BIAS)
+    model.save_pretrained(folder)
+    return folder
