@@ -260,7 +260,7 @@ def test_fingerprint_only_before_the_first_batch_and_unstamped_checkpoints_refus
     first = run_pipeline(other, topics, out, index=demo_index)  # the corrected command is not blocked
     assert {len(t.responses[0].passages) for t in first.run.turns} == {10}
     stamp = json.loads((out / "checkpoints" / "fingerprint.json").read_text())
-    assert set(stamp["parts"]) == {"config", "prompts", "topics", "index", "ikatkit", "threads"}
+    assert set(stamp["parts"]) == {"config", "prompts", "topics", "index", "ikatkit", "threads", "device"}
     copied = tmp_path / "copied"
     (copied / "checkpoints").mkdir(parents=True)
     for batch in (out / "checkpoints").glob("batch-*.json"):
