@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ikatkit.commands import default
+from ikatkit.commands.ptkb_classifier import DEFAULT_MODEL
 from ikatkit.errors import IkatError
 from ikatkit.models import DEFAULT_ENCODER
 from ikatkit.stages.core import RankPtkb
@@ -132,7 +133,7 @@ def _add_ptkb(sub: argparse._SubParsersAction) -> None:
                    help="and against the previous N turns' canonical responses (the topics' response)")
     p.add_argument("--history-weight", type=float, default=default(RankPtkb, "history_weight"),
                    help="default: the rank_ptkb stage's, %(default)s")
-    p.add_argument("--classifier", default="bundled:ptkb",
+    p.add_argument("--classifier", default=DEFAULT_MODEL,
                    help="rank by a PTKB classifier's probability and keep the statements it chooses (or its top "
                         "--k): a file of `ikatkit train-ptkb-classifier`, or the default %(default)s, the shipped "
                         "model (docs/ptkb-classification.md); none: rank by --kind/--model's scores (with --history-*)")

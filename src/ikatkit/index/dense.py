@@ -153,15 +153,20 @@ def encoded_batches(texts: Path, pending: list[int], actor: type, options: dict[
     yield from dataset.iter_batches(batch_size=None, batch_format="numpy")
 
 
+def pending_shards(folder: Path, count: int, suffix: str) -> list[int]:
+    """The shards of ``folder`` (``NNNNN<suffix>``) not yet written, after removing a killed job's unfinished ones."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(".*.tmp"):
+        stale.unlink()
+    return [n for n in range(count) if not (folder / f"{n:05d}{suffix}").exists()]
+
+
 def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: int, encoder: dict[str, Any],
                   ray: Any, workers: int, threads: int, gpus: int,
                   progress: Callable[[int], None] | None = None) -> None:
     """Embed the text shards whose embedding shard is missing, on ``workers`` Ray actors of ``threads`` CPUs
     (one GPU each when ``gpus``); ``progress(passages)`` after each finished shard."""
-    embeddings.mkdir(parents=True, exist_ok=True)
-    for stale in embeddings.glob(".*.tmp"):  # a killed job's unfinished shards
-        stale.unlink()
-    pending = [n for n in range(len(sizes)) if not (embeddings / f"{n:05d}.npy").exists()]
+    pending = pending_shards(embeddings, len(sizes), ".npy")
     if not pending:
         return
     open_shards: dict[int, tuple[np.memmap, Path, int]] = {}

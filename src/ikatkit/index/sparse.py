@@ -34,7 +34,7 @@ import numpy as np
 from ikatkit.atomic import write_json
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST, default_threads
-from ikatkit.index.dense import SHARD_SIZE, encoded_batches, read_source, write_texts
+from ikatkit.index.dense import SHARD_SIZE, encoded_batches, pending_shards, read_source, write_texts
 from ikatkit.index.splade import DEFAULT_MODEL, PASSAGE_LENGTH, QUANTIZATION, SCALE
 from ikatkit.java import anserini_jar
 
@@ -63,10 +63,7 @@ class _EncodeVectors:
 def encode_vectors(texts: Path, vectors: Path, sizes: list[int], encoder: dict[str, Any], ray: Any, workers: int,
                    threads: int, gpus: int, progress: Callable[[int], None] | None = None) -> None:
     """Encode the text shards whose vector shard is missing; ``progress(passages)`` after each finished shard."""
-    vectors.mkdir(parents=True, exist_ok=True)
-    for stale in vectors.glob(".*.tmp"):  # a killed job's unfinished shards
-        stale.unlink()
-    pending = [n for n in range(len(sizes)) if not (vectors / f"{n:05d}.jsonl.gz").exists()]
+    pending = pending_shards(vectors, len(sizes), ".jsonl.gz")
     if not pending:
         return
     open_shards: dict[int, list[str]] = {}

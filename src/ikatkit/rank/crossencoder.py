@@ -53,8 +53,8 @@ class CrossEncoderRanker(Ranker):
         if self.backend not in BACKENDS:
             raise IkatError(f"unknown cross-encoder backend {self.backend!r}", fix=f"use one of {list(BACKENDS)}")
         if self.backend == "openvino" and (self.model.device.type != "cpu" or self.placement.dtype != "float32"):
-            raise IkatError(f"the OpenVINO backend runs on the CPU, not {self.model.device}",
-                            fix='use backend = "torch" on a GPU')
+            raise IkatError(f"the OpenVINO backend runs on the CPU in float32, not on {self.model.device} in "
+                            f"{self.placement.dtype}", fix='use backend = "torch" on a GPU or in another dtype')
         if threads is not None and self.backend != "openvino":
             raise IkatError("threads sets OpenVINO's threads; the torch backend takes PyTorch's", where="threads",
                             fix='remove threads, or use backend = "openvino"')
