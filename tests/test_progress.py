@@ -85,3 +85,29 @@ def test_a_terminal_bar_shows_the_estimate_only_after_the_first_batch():
         clock.now = 82.0
         bar.update(16)
     assert both.getvalue().rstrip().endswith("32/160 [00:00, 0:16 left]")
+
+
+def test_a_log_gets_its_lines_when_updates_are_rare(monkeypatch):
+    """One update in 0.6 s, lines every 0.1 s: the thread prints them without updates (issue 60: a shard encoded
+    for minutes printed nothing); they stop at the closing line."""
+    import time
+
+    monkeypatch.setenv("IKATKIT_PROGRESS_EVERY", "0.1")
+    log = io.StringIO()
+    with Progress("encoded", "passages", total=10, stream=log) as bar:
+        time.sleep(0.35)
+        bar.update(4)
+        time.sleep(0.35)
+    lines = log.getvalue().splitlines()
+    assert len(lines) >= 5 and lines[-1].startswith("encoded: 4 of 10 passages") and lines[-1].endswith("(done)")
+    assert lines[0].startswith("encoded: 0 of 10 passages") and lines[-2].startswith("encoded: 4 of 10 passages")
+    time.sleep(0.3)
+    assert log.getvalue().splitlines() == lines
+
+
+def test_a_bad_interval_is_one_clear_error(monkeypatch):
+    from ikatkit.errors import IkatError
+
+    monkeypatch.setenv("IKATKIT_PROGRESS_EVERY", "soon")
+    with pytest.raises(IkatError, match="IKATKIT_PROGRESS_EVERY='soon' is not a number of seconds"):
+        Progress("encoded", "passages", stream=io.StringIO())

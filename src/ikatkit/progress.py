@@ -1,5 +1,6 @@
-"""Progress of a long command for people: a bar on a terminal; in a log (not a terminal) a line every 30 s and
-one at the end, never a line per update.
+"""Progress of a long command for people: a bar on a terminal; in a log (not a terminal) a line every 30 s
+(``$IKATKIT_PROGRESS_EVERY`` seconds when set), whether updates come often or seldom (a thread prints the line
+when none came), and one at the end; never a line per update.
 
 The time left is estimated from the updates after the first: the first one carries the warm-up (models loading,
 caches filling), so an estimate from it alone says minutes for a job of seconds. Until a second update there is
@@ -7,35 +8,48 @@ no estimate."""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
+from ikatkit.errors import IkatError
+
 LOG_EVERY_S = 30.0
+EVERY_VARIABLE = "IKATKIT_PROGRESS_EVERY"  # seconds between a log's lines, e.g. 1 in tests and short jobs
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"  # tqdm's, its own estimate left out
 
 
 class Progress:
     """Counts ``unit``s done of ``total`` (if known) under ``desc``, from ``initial`` (done before, e.g. by an
-    earlier run); :meth:`update` adds, :meth:`moveto` sets. ``position``: the bar's line among several."""
+    earlier run); :meth:`update` adds, :meth:`moveto` sets. ``position``: the bar's line among several. ``every``:
+    seconds between a log's lines (default :func:`log_every`; 0: a line at every update and no thread)."""
 
     def __init__(self, desc: str, unit: str, total: int | None = None, stream: TextIO | None = None,
-                 every: float = LOG_EVERY_S, *, initial: int = 0, position: int | None = None,
+                 every: float | None = None, *, initial: int = 0, position: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.desc, self.unit, self.total, self.every = desc, unit, total, every
+        self.desc, self.unit, self.total = desc, unit, total
+        self.every = log_every() if every is None else every
         self.stream = stream or sys.stderr
         self.done = self._initial = initial
         self._clock = clock
         self._started = self._shown = clock()
         self._first: tuple[float, int] | None = None  # (time, done) at the first update: the warm-up's end
         self._bar = None
+        self._lock = threading.Lock()  # the log's line: printed by an update or by the ticking thread
+        self._stop = threading.Event()
         if self.stream.isatty():
             from tqdm import tqdm
 
             self._bar = tqdm(desc=desc, unit=unit, total=total, initial=initial, position=position, leave=True,
                              file=self.stream, bar_format=BAR_FORMAT if total is not None else None)
+        elif self.every > 0:  # the thread holds the bar weakly: a bar dropped unclosed (an error) stops it
+            threading.Thread(target=_tick, args=(weakref.ref(self), self._stop), name=f"progress {desc}",
+                             daemon=True).start()
 
     def update(self, count: int) -> None:
         self.moveto(self.done + count)
@@ -51,8 +65,19 @@ class Progress:
             if left is not None:
                 self._bar.set_postfix_str(f"{_clock_text(left)} left", refresh=False)
             self._bar.update(step)
-        elif self._clock() - self._shown >= self.every:
-            self._line()
+        else:
+            with self._lock:
+                if self._clock() - self._shown >= self.every:
+                    self._line()
+
+    def _due(self) -> float:
+        """Seconds until a log's next line is due, the line printed first when it is due now (the thread's)."""
+        with self._lock:
+            if self._stop.is_set():
+                return self.every
+            if self._clock() - self._shown >= self.every:
+                self._line()
+            return self.every - (self._clock() - self._shown)
 
     def left(self) -> float | None:
         """Seconds left at the rate since the first update; None before a second update or without a total."""
@@ -75,10 +100,12 @@ class Progress:
 
     def close(self) -> None:
         """End the bar; in a log, the closing line (the totals)."""
+        self._stop.set()
         if self._bar is not None:
             self._bar.close()
         else:
-            self._line(" (done)")
+            with self._lock:
+                self._line(" (done)")
 
     def __enter__(self) -> Progress:
         return self
@@ -86,8 +113,39 @@ class Progress:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         if error is None:
             self.close()
-        elif self._bar is not None:
-            self._bar.close()
+        else:
+            self._stop.set()
+            if self._bar is not None:
+                self._bar.close()
+
+
+def log_every() -> float:
+    """Seconds between a log's lines: ``$IKATKIT_PROGRESS_EVERY`` when set, else 30."""
+    value = os.environ.get(EVERY_VARIABLE, "").strip()
+    if not value:
+        return LOG_EVERY_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # NaN and negatives too
+        raise IkatError(f"{EVERY_VARIABLE}={value!r} is not a number of seconds", where="environment",
+                        fix=f"set {EVERY_VARIABLE} to seconds >= 0 (e.g. 5), or unset it for 30")
+    return seconds
+
+
+def _tick(bar: weakref.ref[Progress], stop: threading.Event) -> None:
+    """A log's line whenever ``every`` seconds pass without one, until the bar closes or is dropped."""
+    wait = 0.0
+    while not stop.wait(max(wait, 0.01)):
+        found = bar()
+        if found is None:
+            return
+        try:
+            wait = found._due()
+        except (OSError, ValueError):  # the stream closed under an unclosed bar
+            return
+        del found
 
 
 def _clock_text(seconds: float) -> str:
