@@ -187,6 +187,16 @@ def test_ptkb_command_ranks_by_cosine_similarity(topics_file, demo_dir, tmp_path
     assert float(rows[0][4]) == pytest.approx(max(scores.tolist()), abs=1e-5)
 
 
+def test_ptkb_command_refuses_a_ranker_the_classifier_would_ignore(demo_dir, tmp_path, capsys):
+    """--kind/--model rank only with --classifier none: with the default classifier they were silently ignored."""
+    topics = str(demo_dir / "topics.json")
+    for extra in (["--kind", "cross-encoder"], ["--model", "sentence-transformers/all-MiniLM-L12-v2"]):
+        assert main(["ptkb", topics, "--out", str(tmp_path / "p.trec"), *extra]) == 2
+        error = capsys.readouterr().err
+        assert "--kind/--model choose the ranker of --classifier none" in error and "Traceback" not in error
+    assert not (tmp_path / "p.trec").exists()
+
+
 def test_rerank_command(demo_index, topics_file, tmp_path, capsys):
     """Re-ranking a BM25 run: each turn's top 5 ordered by the bi-encoder's scores against its query."""
     from ikatkit.rank import make_ranker

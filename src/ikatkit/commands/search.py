@@ -152,6 +152,9 @@ def _add_ptkb(sub: argparse._SubParsersAction) -> None:
         if args.classifier != "none" and (args.history_turns or args.history_responses):
             raise IkatError("--history-turns/--history-responses rank by the ranker's scores", where="--classifier",
                             fix="add --classifier none (the classifier reads the earlier turns itself)")
+        if args.classifier != "none" and (args.kind, args.model) != (p.get_default("kind"), p.get_default("model")):
+            raise IkatError("--kind/--model choose the ranker of --classifier none; a classifier brings its own",
+                            where="--classifier", fix="add --classifier none, or leave out --kind/--model")
         topics = load_topics(args.topics)
         queries = queries_for(args.queries, args.topics)
         if args.classifier == "none":
