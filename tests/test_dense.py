@@ -271,3 +271,68 @@ def test_hybrid_search_command_fuses_as_the_fuse_stage(dense_index, judged, tmp_
         written = [(r[2], float(r[4])) for r in rows if r[0] == qid]
         assert [pid for pid, _ in written] == sorted(expected, key=lambda p: (-expected[p], p))[:20]
         assert [s for _, s in written] == pytest.approx([expected[pid] for pid, _ in written], abs=1e-4)
+
+
+def _subset(passages_jsonl: Path, folder: Path, n: int) -> Path:
+    path = folder / f"{n}.jsonl"
+    path.write_text("".join(passages_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:n]))
+    return path
+
+
+def test_a_log_shows_progress_within_a_shard(passages_jsonl, tmp_path):
+    """Issue 60: `index dense` over 300 real passages in one shard, in a log with a line at every update
+    ($IKATKIT_PROGRESS_EVERY=0): a line as each Ray call of 256 passages returns, the counts rising to 300, then the
+    closing line (the shard's embeddings written once, whole)."""
+    import re
+    import subprocess
+    import sys
+
+    from stops import ENV
+
+    out, log = tmp_path / "dense", tmp_path / "log.txt"
+    args = ["index", "dense", str(_subset(passages_jsonl, tmp_path, 300)), "--out", str(out), "--shard-size", "1000",
+            "--workers", "1"]
+    with log.open("w") as stderr:
+        done = subprocess.run([sys.executable, "-m", "ikatkit.cli", *args], env={**ENV, "IKATKIT_PROGRESS_EVERY": "0"},
+                              stdout=subprocess.DEVNULL, stderr=stderr, timeout=600)
+    lines = re.findall(r"^encoded: ([\d,]+) passages in .*$", log.read_text(), re.MULTILINE)
+    counts = [int(count.replace(",", "")) for count in lines]
+    assert done.returncode == 0 and len(counts) == 3 and counts[0] in (44, 256) and counts[1:] == [300, 300], lines
+    assert re.search(r"^encoded: 300 passages in .* \(done\)$", log.read_text(), re.MULTILINE)
+    assert [p.name for p in (out / "embeddings").iterdir()] == ["00000.npy"]
+
+
+def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages_jsonl, ray_local, tmp_path, capsys):
+    """Issue 59: `--dtype bfloat16` on the CPU (PyTorch; AMX) is in the manifest and the fingerprint: a job stopped
+    after its first shard is refused in float32 (naming --dtype bfloat16) and resumed in bfloat16; its embeddings
+    of 40 real passages are within cosine 0.999 of float32's. float16 on the CPU is one line, nothing written."""
+    from ikatkit.cli import main
+    from ikatkit.index.dense import build_dense
+    from ikatkit.index.encode import Encoder
+
+    subset, out = _subset(passages_jsonl, tmp_path, 40), tmp_path / "bf16"
+
+    def stop(passages: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_dense([subset], out, shard_size=20, dtype="bfloat16", progress=stop)
+    with pytest.raises(IkatError, match="started in dtype bfloat16, not float32 — fix: run it again with --dtype "
+                                        "bfloat16"):
+        build_dense([subset], out, shard_size=20)
+    manifest = build_dense([subset], out, shard_size=20, dtype="bfloat16")
+    assert manifest["placement"] == {"device": "cpu", "dtype": "bfloat16", "tolerance": 5e-2}
+    assert manifest["backend"] == "torch" and manifest["counts"] == {"passages": 40, "shards": 2}
+    ids, vectors = _stored(out)
+    texts = _passages(subset)
+    assert ids == list(texts)
+    expected = Encoder("bundled:minilm").encode(list(texts.values()))  # float32, sentence-transformers' encode
+    found = vectors.astype(np.float32)
+    cosine = (found * expected).sum(1) / np.linalg.norm(found, axis=1) / np.linalg.norm(expected, axis=1)
+    assert 0.999 <= cosine.min() and cosine.min() < 1 - 1e-7  # near, and not float32's own bits
+    capsys.readouterr()
+    assert main(["index", "dense", str(subset), "--out", str(tmp_path / "f16"), "--dtype", "float16"]) == 2
+    said = capsys.readouterr().err  # after the model's loading bar
+    assert said.splitlines()[-1] == ("ikatkit: error: dtype: float16 is not computed on the CPU — fix: use bfloat16 or "
+                                     "float32 (the default) on a CPU") and "Traceback" not in said
+    assert not (tmp_path / "f16").exists()

@@ -210,6 +210,29 @@ def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, s
     assert ranked == _brute_force(SpladeSearcher(out).encoder.encode_queries(list(query.values()))[0], resumed)[:10]
 
 
+def test_a_log_shows_progress_within_a_shard(subset, shallow, tmp_path):
+    """Issue 60: `index sparse` over the 40 passages in one shard at --batch-size 2 (a Ray call: 8 passes, 16
+    passages), in a log with a line at every update ($IKATKIT_PROGRESS_EVERY=0): a line as each call returns, the
+    counts rising to 40, then the closing line; the shard written once, whole."""
+    import re
+    import subprocess
+
+    from stops import ENV
+
+    out, log = tmp_path / "splade", tmp_path / "log.txt"
+    args = ["index", "sparse", str(subset), "--out", str(out), "--model", str(shallow), "--shard-size", "40",
+            "--batch-size", "2", "--workers", "1", "--index-threads", "1"]
+    with log.open("w") as stderr:
+        done = subprocess.run([sys.executable, "-m", "ikatkit.cli", *args], env={**ENV, "IKATKIT_PROGRESS_EVERY": "0"},
+                              stdout=subprocess.DEVNULL, stderr=stderr, timeout=600)
+    lines = re.findall(r"^encoded: ([\d,]+) passages in .*$", log.read_text(), re.MULTILINE)
+    counts = [int(count) for count in lines]
+    assert done.returncode == 0 and len(counts) == 4 and counts[-2:] == [40, 40], log.read_text()
+    assert counts[0] in (8, 16) and counts[1] in (counts[0] + 8, counts[0] + 16) and counts[1] < 40
+    assert re.search(r"^encoded: 40 passages in .* \(done\)$", log.read_text(), re.MULTILINE)
+    assert [p.name for p in (out / "vectors").iterdir()] == ["00000.jsonl.gz"]
+
+
 def test_hybrid_config_fuses_splade_with_bm25(sparse_index, passages_index, ikat2023, tmp_path):
     """A splade and a bm25 retrieve fused by the fuse stage: the fused list is fusion.weighted of the two lists."""
     from ikatkit.pipelines.config import Resources, build_stages, load_config

@@ -81,7 +81,7 @@ def decide(kind: str, where: Machine, dtype: str = "auto") -> Placement:
         chosen = "float32" if dtype == "auto" else dtype
         if chosen == "float16":
             raise IkatError("float16 is not computed on the CPU", where="dtype",
-                            fix='use dtype = "bfloat16" or "float32" (the default) on a CPU')
+                            fix="use bfloat16 or float32 (the default) on a CPU")
         exact = kind == "bi-encoder" and chosen == "float32"
         return Placement("cpu", chosen, None if exact else TOLERANCE[chosen])
     chosen = CUDA_DTYPE[kind] if dtype == "auto" else dtype

@@ -13,8 +13,9 @@ The folder ``out`` holds, in the order they are made:
   ``manifest.json``, written last: model, dimension, normalisation, faiss spec, counts.
 
 ``work.json`` fingerprints what changes the embeddings (source, model, backend, shard size, sequence length, the
-actors' device and dtype: float16 on GPUs, float32 on CPUs); a resumed job with other settings is refused. GPU
-actors take ``GPU_ROWS_PER_CALL`` passages a call and encode them in batches of at least ``GPU_BATCH``.
+actors' device and dtype: ``dtype``, by default float16 on GPUs and float32 on CPUs); a resumed job with other
+settings is refused. An actor takes a chunk of a shard a call (``ROWS_PER_CALL`` passages, ``GPU_ROWS_PER_CALL`` on a
+GPU, encoded in batches of at least ``GPU_BATCH`` there); ``progress`` hears of each call's passages as it returns.
 """
 
 from __future__ import annotations
@@ -112,12 +113,21 @@ def write_texts(passages: Iterator[tuple[str, str]], folder: Path, shard_size: i
     return sizes
 
 
-def _read_shards(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+_LAST_SHARD: dict[str, Any] = {}  # path -> table: a read task's last shard, its next chunk is read from memory
+
+
+def _read_chunks(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Rows ``start:stop`` of the text shard at ``path``, for each row of ``batch``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = ["id", "text", "shard", "row"]
-    table = pa.concat_tables([pq.read_table(str(path), columns=columns) for path in batch["path"]])
+    tables = []
+    for path, start, stop in zip(batch["path"].tolist(), batch["start"].tolist(), batch["stop"].tolist()):
+        if path not in _LAST_SHARD:
+            _LAST_SHARD.clear()
+            _LAST_SHARD[path] = pq.read_table(path, columns=["id", "text", "shard", "row"])
+        tables.append(_LAST_SHARD[path].slice(start, stop - start))
+    table = pa.concat_tables(tables)
     return {name: table.column(name).to_numpy() for name in table.column_names}
 
 
@@ -135,19 +145,23 @@ class _EncodeBatches:
         return {"shard": batch["shard"], "row": batch["row"], "vector": vectors.astype(np.float16)}
 
 
-def encoded_batches(texts: Path, pending: list[int], actor: type, options: dict[str, Any], ray: Any, workers: int,
-                    threads: int, gpus: int, rows: int | None = ROWS_PER_CALL) -> Iterator[dict[str, np.ndarray]]:
+def encoded_batches(texts: Path, sizes: list[int], pending: list[int], actor: type, options: dict[str, Any], ray: Any,
+                    workers: int, threads: int, gpus: int, rows: int) -> Iterator[dict[str, np.ndarray]]:
     """The batches ``actor(**options)`` makes of the ``pending`` text shards (columns ``id``, ``text``, ``shard``,
-    ``row``), ``rows`` at a call (None: a block of one shard), on ``workers`` Ray actors of ``threads`` CPUs (one GPU
-    each when ``gpus``): the one Ray pipeline of collection encoding (dense embeddings, SPLADE vectors)."""
+    ``row``; ``sizes``: every shard's passages), on ``workers`` Ray actors of ``threads`` CPUs (one GPU each when
+    ``gpus``): the one Ray pipeline of collection encoding (dense embeddings, SPLADE vectors). A call takes one chunk
+    of a shard, ``rows`` passages from the shard's start (the last one shorter): a shard is cut the same way whichever
+    shards are pending, and each call's output reaches this process as the call ends (progress within a shard)."""
     import ray.data
 
     ray.data.DataContext.get_current().enable_progress_bars = False
-    # Shards are read by tasks that take no CPU (the encoders hold every CPU: read_parquet's file listing would wait),
-    # one at a time: tasks of no CPU are otherwise started a worker process each (47 processes for 40 shards)
-    dataset = ray.data.from_items([{"path": str(texts / f"{n:05d}.parquet")} for n in pending])
-    dataset = dataset.map_batches(_read_shards, batch_size=1, batch_format="numpy", num_cpus=0, concurrency=1)
-    dataset = dataset.map_batches(actor, fn_constructor_kwargs=options, batch_size=rows,
+    chunks = [{"path": str(texts / f"{n:05d}.parquet"), "start": start, "stop": min(start + rows, sizes[n])}
+              for n in pending for start in range(0, sizes[n], rows)]
+    # A block per chunk, read by tasks that take no CPU (the encoders hold every CPU: read_parquet's file listing would
+    # wait), one at a time: tasks of no CPU are otherwise started a worker process each (47 processes for 40 shards)
+    dataset = ray.data.from_items(chunks, override_num_blocks=len(chunks))
+    dataset = dataset.map_batches(_read_chunks, batch_size=1, batch_format="numpy", num_cpus=0, concurrency=1)
+    dataset = dataset.map_batches(actor, fn_constructor_kwargs=options, batch_size=None,  # a block (chunk) a call
                                   batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
                                   num_cpus=threads, num_gpus=1 if gpus else 0)
     yield from dataset.iter_batches(batch_size=None, batch_format="numpy")
@@ -161,16 +175,37 @@ def pending_shards(folder: Path, count: int, suffix: str) -> list[int]:
     return [n for n in range(count) if not (folder / f"{n:05d}{suffix}").exists()]
 
 
+def claim_work(out: Path, fingerprint: dict[str, Any], what: str) -> None:
+    """Record the job's ``fingerprint`` in ``out/work.json``, or refuse a folder whose unfinished job was begun with
+    another, naming the settings that differ (``--dtype`` with its value when the dtype does)."""
+    work = out / "work.json"
+    if not work.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(work, fingerprint)
+        return
+    before = json.loads(work.read_text(encoding="utf-8"))
+    differ = [key for key in {**before, **fingerprint} if before.get(key) != fingerprint.get(key)]
+    if not differ:
+        return
+    dtype, now = ((found.get("placement") or {}).get("dtype") for found in (before, fingerprint))
+    if dtype != now:
+        raise IkatError(f"an unfinished {what} here was started in dtype {dtype}, not {now}", path=out,
+                        fix=f"run it again with --dtype {dtype}, or remove the folder")
+    raise IkatError(f"an unfinished {what} here was started from other inputs or settings ({', '.join(differ)})",
+                    path=out, fix="run it again with the same inputs and options, or remove the folder")
+
+
 def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: int, encoder: dict[str, Any],
                   ray: Any, workers: int, threads: int, gpus: int,
                   progress: Callable[[int], None] | None = None) -> None:
     """Embed the text shards whose embedding shard is missing, on ``workers`` Ray actors of ``threads`` CPUs
-    (one GPU each when ``gpus``); ``progress(passages)`` after each finished shard."""
+    (one GPU each when ``gpus``); ``progress(passages)`` after each batch the actors return (a shard is renamed
+    into place when whole)."""
     pending = pending_shards(embeddings, len(sizes), ".npy")
     if not pending:
         return
     open_shards: dict[int, tuple[np.memmap, Path, int]] = {}
-    for batch in encoded_batches(texts, pending, _EncodeBatches, dict(encoder, threads=threads), ray, workers,
+    for batch in encoded_batches(texts, sizes, pending, _EncodeBatches, dict(encoder, threads=threads), ray, workers,
                                  threads, gpus, GPU_ROWS_PER_CALL if gpus else ROWS_PER_CALL):
         for shard in np.unique(batch["shard"]).tolist():
             if shard not in open_shards:
@@ -186,8 +221,8 @@ def encode_shards(texts: Path, embeddings: Path, sizes: list[int], dimension: in
                 memmap.flush()
                 del open_shards[shard], memmap
                 os.replace(tmp, embeddings / f"{shard:05d}.npy")
-                if progress:
-                    progress(sizes[shard])
+        if progress:
+            progress(len(batch["shard"]))
     if open_shards:
         raise IkatError(f"Ray returned too few embeddings for shards {sorted(open_shards)}", path=embeddings,
                         fix="run the same command again: finished shards are kept")
@@ -236,11 +271,12 @@ def build_faiss(shards: list[Path], dimension: int, spec: str, target: Path, see
 def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "bundled:minilm",
                 ray_address: str | None = None, batch_size: int = 32, faiss_spec: str = "auto",
                 backend: str = "auto", shard_size: int = SHARD_SIZE, threads: int = 1, workers: int | None = None,
-                fmt: str = "auto",
-                splitter: str = "auto", progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                fmt: str = "auto", splitter: str = "auto", dtype: str = "auto",
+                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
-    actors (default: one per GPU, else one per ``threads`` CPUs) and index them with faiss; returns the manifest. A
-    finished index with the same faiss spec is left as it is; another spec re-indexes the kept embeddings."""
+    actors (default: one per GPU, else one per ``threads`` CPUs) in ``dtype`` (``auto``: the placement's, float32
+    on CPUs and float16 on GPUs) and index them with faiss; returns the manifest. A finished index with the same
+    faiss spec is left as it is; another spec re-indexes the kept embeddings."""
     from ikatkit.index.encode import choose_backend, compile_openvino
     from ikatkit.models import load_sentence_transformer
     from ikatkit.placement import Machine, decide
@@ -262,17 +298,17 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     loaded = load_sentence_transformer(model, device="cpu")
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
-    backend = "torch" if gpus and backend == "auto" else choose_backend(backend, loaded)
-    placement = decide("encoder", Machine("cuda" if gpus else "cpu"))  # the actors' (float16 on GPUs)
+    placement = decide("encoder", Machine("cuda" if gpus else "cpu"), dtype)  # the actors' (float16 on GPUs)
+    if placement.dtype != "float32" and backend == "openvino":
+        raise IkatError(f"the OpenVINO backend encodes in float32, not in {placement.dtype}",
+                        fix="use --backend torch (or auto), or --dtype float32")
+    torch_only = gpus or placement.dtype != "float32"
+    backend = "torch" if torch_only and backend == "auto" else choose_backend(backend, loaded)
     fingerprint = {"source": source, "model": model, "backend": backend, "shard_size": shard_size,
                    "max_seq_length": loaded.max_seq_length, "normalisation": NORMALISATION,
                    "placement": placement.identity(),
                    "versions": {name: metadata.version(name) for name in ("sentence-transformers", "torch")}}
-    if work.exists() and json.loads(work.read_text(encoding="utf-8")) != fingerprint:
-        raise IkatError("an unfinished dense index here was started from other inputs or settings", path=out,
-                        fix="run it again with the same inputs and options, or remove the folder")
-    if not work.exists():
-        write_json(work, fingerprint)
+    claim_work(out, fingerprint, "dense index")
     sizes = write_texts(passages, out / "texts", shard_size)
     dimension = int(loaded.get_embedding_dimension())
     if backend == "openvino":  # converted here once, checked, and found in the cache by the workers of this node

@@ -8,8 +8,8 @@ The folder ``out`` holds, in the order they are made:
 - ``vectors/NNNNN.jsonl.gz``: Anserini's ``JsonVectorCollection`` (``{"id", "contents", "vector": {term:
   weight}}``), the weights quantized as :data:`ikatkit.index.splade.QUANTIZATION` says. Encoder actors on the Ray
   pipeline of ``index dense`` (:func:`ikatkit.index.dense.encoded_batches`) encode the shards not yet written, a
-  shard a call; a complete shard is renamed into place, so a killed job resumes with the others and ends with the
-  vectors of an uninterrupted one;
+  chunk of a shard a call (``PASSES_PER_CALL`` batches on a CPU); a complete shard is renamed into place, so a killed
+  job resumes with the others and ends with the vectors of an uninterrupted one;
 - the Lucene index itself (``segments_N``...): Anserini's ``IndexCollection -impact -pretokenized`` (a term's
   weight is its frequency, scored by ``ImpactSimilarity``), the raw JSON stored so that ``index get``/``verify`` and
   passage texts work as for a BM25 index; built in a work folder, its files moved in when complete;
@@ -34,12 +34,15 @@ import numpy as np
 from ikatkit.atomic import write_json
 from ikatkit.errors import IkatError
 from ikatkit.index.build import MANIFEST, default_threads
-from ikatkit.index.dense import SHARD_SIZE, encoded_batches, pending_shards, read_source, write_texts
+from ikatkit.index.dense import (GPU_ROWS_PER_CALL, SHARD_SIZE, claim_work, encoded_batches, pending_shards,
+                                 read_source, write_texts)
 from ikatkit.index.splade import DEFAULT_MODEL, PASSAGE_LENGTH, QUANTIZATION, SCALE
 from ikatkit.java import anserini_jar
 
 KIND = "sparse"
 ANSERINI_OPTIONS = ("-impact", "-pretokenized", "-storeRaw")
+PASSES_PER_CALL = 8  # forward passes of --batch-size a CPU actor makes per Ray call: a progress step (GPU_ROWS_PER_CALL
+# passages on a GPU)
 
 
 class _EncodeVectors:
@@ -62,16 +65,19 @@ class _EncodeVectors:
 
 def encode_vectors(texts: Path, vectors: Path, sizes: list[int], encoder: dict[str, Any], ray: Any, workers: int,
                    threads: int, gpus: int, progress: Callable[[int], None] | None = None) -> None:
-    """Encode the text shards whose vector shard is missing; ``progress(passages)`` after each finished shard."""
+    """Encode the text shards whose vector shard is missing; ``progress(passages)`` after each batch the actors
+    return (a shard is written when whole)."""
     pending = pending_shards(vectors, len(sizes), ".jsonl.gz")
     if not pending:
         return
     open_shards: dict[int, list[str]] = {}
     filled: dict[int, int] = {}
-    # a shard a call (None): its texts are batched by length within the shard alone, so a resumed job encodes each
-    # shard in the batches an uninterrupted one does (padding changes floats in the last bits, and a rounding)
-    for batch in encoded_batches(texts, pending, _EncodeVectors, dict(encoder, threads=threads, gpus=gpus), ray,
-                                 workers, threads, gpus, rows=None):
+    # a call's texts (a chunk of one shard, cut from the shard's start) are batched by length within the chunk alone, so
+    # a resumed job encodes each shard in the batches an uninterrupted one does (padding changes floats in the last
+    # bits, and a rounding)
+    rows = GPU_ROWS_PER_CALL if gpus else PASSES_PER_CALL * encoder["batch_size"]
+    for batch in encoded_batches(texts, sizes, pending, _EncodeVectors, dict(encoder, threads=threads, gpus=gpus), ray,
+                                 workers, threads, gpus, rows):
         for shard, row, line in zip(batch["shard"].tolist(), batch["row"].tolist(), batch["line"]):
             lines = open_shards.setdefault(shard, [""] * sizes[shard])
             lines[row] = str(line)
@@ -82,8 +88,8 @@ def encode_vectors(texts: Path, vectors: Path, sizes: list[int], encoder: dict[s
                     handle.writelines(f"{found}\n" for found in lines)
                 os.replace(tmp, vectors / f"{shard:05d}.jsonl.gz")
                 del open_shards[shard]
-                if progress:
-                    progress(sizes[shard])
+        if progress:
+            progress(len(batch["shard"]))
     if open_shards:
         raise IkatError(f"Ray returned too few vectors for shards {sorted(open_shards)}", path=vectors,
                         fix="run the same command again: finished shards are kept")
@@ -138,12 +144,7 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
                    "quantization": QUANTIZATION, "vocabulary": int(loaded.config.vocab_size),
                    "versions": {name: metadata.version(name) for name in ("transformers", "torch")}}
     del tokenizer, loaded
-    if work.exists() and json.loads(work.read_text(encoding="utf-8")) != fingerprint:
-        raise IkatError("an unfinished sparse index here was started from other inputs or settings", path=out,
-                        fix="run it again with the same inputs and options, or remove the folder")
-    if not work.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(work, fingerprint)
+    claim_work(out, fingerprint, "sparse index")
     sizes = write_texts(passages, out / "texts", shard_size)
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
