@@ -115,8 +115,9 @@ class Progress:
             self.close()
         else:
             self._stop.set()
-            if self._bar is not None:
-                self._bar.close()
+            with self._lock:  # a line the thread is printing ends before the error's
+                if self._bar is not None:
+                    self._bar.close()
 
 
 def log_every() -> float:
