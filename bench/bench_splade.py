@@ -1,9 +1,15 @@
 """SPLADE search and encoding speed (issue 60).
 
-Search: an Anserini impact index (``IndexCollection -impact -pretokenized``, as ``ikatkit index sparse`` builds it)
-of synthetic SPLADE-like vectors of published SPLADE++ sparsity: 100-200 terms a passage, 20-60 a query, terms drawn
-from the 30,522 BERT WordPiece terms by a Zipf law (s = 1), weights log-normal as quantized SPLADE++ weights are
-(median 40, capped at 300). k=1000, one query at a time, three sides timed query by query in turn (the order
+Search: the impact index of synthetic SPLADE-like vectors of published SPLADE++ sparsity: 100-200 terms a passage,
+20-60 a query, terms drawn from the 30,522 BERT WordPiece terms by a Zipf law (s = 1), weights log-normal as quantized
+SPLADE++ weights are (median 40, capped at 300). The index is the one ``ikatkit index sparse`` builds (Anserini's
+``IndexCollection -collection JsonVectorCollection -impact -pretokenized -storeRaw``), built by ``--builder``:
+``anserini`` runs that command, which writes each term weight times into a text it tokenizes (925 s for 200,000
+passages here); ``terms`` (default) runs ``ImpactIndexer.java`` with the same command line, as ``index sparse`` does
+where a JDK compiles ikatkit's Java helpers: Lucene gets each term once with its weight as the term frequency, the
+same fields, postings and frequencies. ``--check-builder N`` first builds N
+passages both ways and reports whether the two indexes agree (field options, postings and term-frequency totals, the
+top 1,000 of every query). k=1000, one query at a time, three sides timed query by query in turn (the order
 rotated, ``common.interleaved``, the fastest of ``--repeats`` rounds per query):
 
 - ikatkit: ``SpladeSearcher.search_vectors`` (the encoded vector to the ranking as (id, score) pairs in Python);
@@ -19,7 +25,7 @@ shape, ``bench/splade_random.py``; the real weights cost the same), real iKAT pa
 passages; and the collection-scale time it implies (116,838,987 passages).
 
     python bench/bench_splade.py [--passages 2000000] [--queries 200] [--root /tmp/ikatkit-splade-bench]
-        [--threads 2] [--repeats 3] [--encode 32] [--out splade.json]
+        [--threads 2] [--repeats 3] [--encode 32] [--builder terms] [--check-builder 20000] [--out splade.json]
 """
 
 from __future__ import annotations
@@ -67,12 +73,13 @@ def vectors(rng: np.random.Generator, terms: list[str], n: int, low: int, high: 
     return found
 
 
-def build(root: Path, passages: int, threads: int, terms: list[str]) -> Path:
-    """The impact index of ``passages`` synthetic vectors under ``root`` (made once)."""
+def build(root: Path, passages: int, threads: int, terms: list[str], builder: str) -> Path:
+    """The impact index of ``passages`` synthetic vectors under ``root`` by ``builder`` (each made once)."""
     from ikatkit.index.anserini import Anserini
-    from ikatkit.index.sparse import ANSERINI_OPTIONS
+    from ikatkit.index.sparse import ANSERINI_OPTIONS, IMPACT_INDEXER
+    from ikatkit.java import helper_classes
 
-    index = root / f"p{passages}" / "index"
+    index = root / f"p{passages}" / ("index" if builder == "anserini" else f"index-{builder}")
     if (index / "built.json").exists():
         return index
     source = root / f"p{passages}" / "vectors"
@@ -91,11 +98,50 @@ def build(root: Path, passages: int, threads: int, terms: list[str]) -> Path:
         os.replace(tmp, path)
     written = time.perf_counter() - started
     started = time.perf_counter()
-    with Anserini(source, index, threads, "8g", collection="JsonVectorCollection", options=ANSERINI_OPTIONS) as run:
+    helpers = helper_classes() if builder == "terms" else None
+    if builder == "terms" and helpers is None:
+        sys.exit("--builder terms needs ikatkit's Java helpers (a JDK 11+'s javac): install one, or --builder anserini")
+    main = IMPACT_INDEXER if helpers else "io.anserini.index.IndexCollection"
+    with Anserini(source, index, threads, "8g", collection="JsonVectorCollection", helpers=helpers,
+                  options=ANSERINI_OPTIONS, main=main) as run:
         run.wait(passages)
-    (index / "built.json").write_text(json.dumps({"passages": passages, "write_s": round(written, 1),
+    (index / "built.json").write_text(json.dumps({"passages": passages, "builder": builder,
+                                                  "write_s": round(written, 1),
                                                   "index_s": round(time.perf_counter() - started, 1)}))
     return index
+
+
+def builders_agree(root: Path, passages: int, threads: int, terms: list[str], queries: list[dict[str, int]]
+                   ) -> dict[str, Any]:
+    """Anserini's index and ``ImpactIndexer``'s of the same ``passages`` vectors: their field options, postings
+    totals and top 1,000 rankings of ``queries``."""
+    from ikatkit.java import autoclass
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    found: dict[str, Any] = {}
+    rankings = {}
+    for builder in ("anserini", "terms"):
+        index = build(root, passages, threads, terms, builder)
+        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
+            autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(str(index))))
+        fields = autoclass("org.apache.lucene.index.FieldInfos").getMergedFieldInfos(reader).iterator()
+        options = []
+        while fields.hasNext():
+            field = fields.next()
+            options.append([field.name, field.getIndexOptions().toString(), field.getDocValuesType().toString(),
+                            field.omitsNorms()])
+        found[builder] = {"index_s": json.loads((index / "built.json").read_text())["index_s"],
+                          "fields": sorted(options), "documents": reader.maxDoc(),
+                          "postings": reader.getSumDocFreq("contents"),
+                          "term_frequencies": reader.getSumTotalTermFreq("contents")}
+        reader.close()
+        searcher = SpladeSearcher(index, model="synthetic", threads=threads)
+        rankings[builder] = searcher.search_vectors(dict(enumerate(queries)), 1000)  # type: ignore[arg-type]
+    same = sum(rankings["anserini"][i] == rankings["terms"][i] for i in range(len(queries)))
+    found["same_index"] = all(found["anserini"][key] == found["terms"][key]
+                              for key in ("fields", "documents", "postings", "term_frequencies"))
+    found["same_rankings"] = f"{same}/{len(queries)}"
+    return found
 
 
 def search(index: Path, queries: list[dict[str, int]], threads: int, repeats: int) -> dict[str, Any]:
@@ -137,13 +183,13 @@ def search(index: Path, queries: list[dict[str, int]], threads: int, repeats: in
         start = time.perf_counter()
         searcher.top_hits.submit(searcher.searcher, batch, k, SPARE, searcher.sort, "id", threads).all()
         whole["java"] = min(whole["java"], time.perf_counter() - start)
-    qps = {name: round(len(queries) / s, 1) for name, s in seconds.items()}
-    batch_qps = {name: round(len(queries) / s, 1) for name, s in whole.items()}
+    qps = {name: round(len(queries) / s, 2) for name, s in seconds.items()}
+    batch_qps = {name: round(len(queries) / s, 2) for name, s in whole.items()}
     return {"k": k, "threads": threads, "parallel": searcher.parallel is not None,
-            "alone_qps": qps, "ikatkit_over_java": round(qps["ikatkit"] / qps["java"], 3),
-            "ikatkit_over_anserini": round(qps["ikatkit"] / qps["anserini"], 2),
+            "alone_qps": qps, "ikatkit_over_java": round(seconds["java"] / seconds["ikatkit"], 3),
+            "ikatkit_over_anserini": round(seconds["anserini"] / seconds["ikatkit"], 2),
             "same_rankings_as_anserini": f"{same}/{len(queries)}",
-            "batch_qps": batch_qps, "batch_ikatkit_over_java": round(batch_qps["ikatkit"] / batch_qps["java"], 3),
+            "batch_qps": batch_qps, "batch_ikatkit_over_java": round(whole["java"] / whole["ikatkit"], 3),
             "machine_busy_s_during": round(machine_busy_s() - busy, 1)}
 
 
@@ -174,13 +220,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--encode", type=int, default=32, help="passages encoded for the throughput (0: none)")
+    parser.add_argument("--builder", choices=("anserini", "terms"), default="terms",
+                        help="anserini: IndexCollection as `index sparse` runs it; terms: bench/ImpactIndexer.java, "
+                             "the same index with each term once (its weight a custom term frequency)")
+    parser.add_argument("--check-builder", type=int, default=20_000, metavar="PASSAGES",
+                        help="first build this many passages both ways and compare the indexes (0: skip)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     terms = vocabulary()
-    index = build(args.root, args.passages, args.threads, terms)
     queries = vectors(np.random.default_rng(1), terms, args.queries, 20, 60)
-    report = {"passages": args.passages, "built": json.loads((index / "built.json").read_text()),
-              "search": search(index, queries, args.threads, args.repeats)}
+    report: dict[str, Any] = {"passages": args.passages}
+    if args.check_builder:
+        report["builders_agree"] = builders_agree(args.root, args.check_builder, args.threads, terms, queries)
+    index = build(args.root, args.passages, args.threads, terms, args.builder)
+    report["built"] = json.loads((index / "built.json").read_text())
+    report["search"] = search(index, queries, args.threads, args.repeats)
     if args.encode:
         report["encoding_cpu"] = encoding(args.encode, args.root)
     text = json.dumps(report, indent=2)

@@ -186,6 +186,53 @@ def test_top_1000_equal_brute_force_and_anserini_on_20_queries(sparse_index, ika
     assert searcher.batch_search({"empty": " "}, 10) == {"empty": []}
 
 
+def _lucene_summary(index: Path) -> dict:
+    """Field options, postings and term-frequency totals, and every document's stored fields, by id."""
+    from ikatkit.java import autoclass
+
+    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
+        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(str(index))))
+    fields, infos = [], autoclass("org.apache.lucene.index.FieldInfos").getMergedFieldInfos(reader).iterator()
+    while infos.hasNext():
+        info = infos.next()
+        fields.append((info.name, info.getIndexOptions().toString(), info.getDocValuesType().toString(),
+                       info.omitsNorms()))
+    stored = reader.storedFields()
+    documents = {stored.document(i).get("id"): stored.document(i).get("raw") for i in range(reader.maxDoc())}
+    summary = {"fields": sorted(fields), "postings": reader.getSumDocFreq("contents"),
+               "frequencies": reader.getSumTotalTermFreq("contents"), "documents": documents}
+    reader.close()
+    return summary
+
+
+def test_impact_indexer_builds_anserinis_index(sparse_index, ikat2023, tmp_path):
+    """`index sparse` builds with ImpactIndexer.java (each term once, its weight the frequency); Anserini's
+    IndexCollection over the same vector shards gives the same fields, postings, frequencies, stored documents and
+    top 1,000 of 20 queries; ImpactIndexer refuses a command line it does not build."""
+    from ikatkit.index.anserini import Anserini
+    from ikatkit.index.sparse import ANSERINI_OPTIONS, IMPACT_INDEXER
+    from ikatkit.java import helper_classes
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    assert json.loads((sparse_index / "manifest.json").read_text())["parameters"]["indexer"] == IMPACT_INDEXER
+    anserini = tmp_path / "anserini"
+    with Anserini(sparse_index / "vectors", anserini, 2, "1g", collection="JsonVectorCollection",
+                  options=ANSERINI_OPTIONS) as run:
+        run.wait(PASSAGES)
+    ours, theirs = _lucene_summary(sparse_index), _lucene_summary(anserini)
+    assert ours["frequencies"] > 10 * ours["postings"] > 0  # weights, not ones, are the frequencies
+    assert ours == theirs
+    queries = SpladeSearcher(sparse_index).encoder.encode_queries(list(_queries(ikat2023, 20).values()))
+    vectors = dict(enumerate(queries))
+    model = json.loads((sparse_index / "manifest.json").read_text())["model"]
+    assert SpladeSearcher(sparse_index).search_vectors(vectors, 1000) == \
+        SpladeSearcher(anserini, model=model).search_vectors(vectors, 1000)
+    with Anserini(sparse_index / "vectors", tmp_path / "refused", 1, "1g", helpers=helper_classes(),
+                  main=IMPACT_INDEXER) as run:  # JsonCollection with positions: not an impact index
+        with pytest.raises(IkatError, match="ImpactIndexer takes"):
+            run.wait(PASSAGES)
+
+
 def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, subset, shallow, tmp_path):
     """SIGINT to the process group of `index sparse` after its first shard: the group ends, and the resumed command
     encodes only the shards left and ends with the same vectors and rankings as the uninterrupted index."""

