@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,33 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "ikat"
 IKAT_DATA = Path(os.environ.get("IKAT_DATA", SHARED))
 IKAT_2023 = IKAT_DATA / "2023"
 NUGGETS_2024 = IKAT_DATA / "2024-nuggets"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_read_per_llm() -> Iterator[None]:
+    """Each LLM is read once a session: transformers parses a GGUF file three times a load (tokenizer, config,
+    weights; 15-40 s for SmolLM2 on 2 cores). A later ``load_base`` of the same (model, GGUF file, placement),
+    unchanged on disk, gets a deep copy of the first (fine-tuning and adapters change a network in place); quantized
+    and failing loads go through as they are."""
+    from ikatkit.llm import hf
+    from ikatkit.placement import decide, machine
+
+    real, loaded = hf.load_base, {}
+
+    def load_base(model: str, quantization: str | None = None, gguf_file: str | None = None, placement=None):
+        if quantization:
+            return real(model, quantization, gguf_file, placement)
+        path, file = hf.split_gguf(model, gguf_file)
+        files = [Path(path, file)] if file else sorted(Path(path).glob("*"))
+        stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.is_file())
+        key = (path, file, stamp, placement or decide("llm", machine()))
+        if key not in loaded:
+            loaded[key] = real(model, None, gguf_file, placement)
+        return copy.deepcopy(loaded[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hf, "load_base", load_base)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,21 @@ def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | Non
 
 def load_model(model: str, adapter: str | None = None, quantization: str | None = None,
                gguf_file: str | None = None, placement: Placement | None = None) -> tuple[Any, Any]:
+    """(tokenizer, model in eval mode): ``load_base``'s, with the LoRA ``adapter`` folder on it if given."""
+    if adapter and not Path(adapter, "adapter_config.json").exists():
+        raise IkatError("not a LoRA adapter folder (adapter_config.json missing)", path=adapter,
+                        fix="pass the --out folder of `ikatkit finetune train`")
+    tokenizer, network = load_base(model, quantization, gguf_file, placement)
+    if adapter:
+        from peft import PeftModel
+
+        network = PeftModel.from_pretrained(network, adapter)
+    network.eval()
+    return tokenizer, network
+
+
+def load_base(model: str, quantization: str | None = None, gguf_file: str | None = None,
+              placement: Placement | None = None) -> tuple[Any, Any]:
     """(tokenizer, model) for a hub id, a folder, or a ``.gguf`` file (dequantized by transformers).
 
     The weights are in ``placement``'s dtype on its device (default: ``ikatkit.placement.decide``'s, float16 on a
@@ -60,16 +75,7 @@ def load_model(model: str, adapter: str | None = None, quantization: str | None 
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    network: Any = AutoModelForCausalLM.from_pretrained(path, **kwargs)  # or a PeftModel around it
-    if adapter:
-        from peft import PeftModel
-
-        if not Path(adapter, "adapter_config.json").exists():
-            raise IkatError("not a LoRA adapter folder (adapter_config.json missing)", path=adapter,
-                            fix="pass the --out folder of `ikatkit finetune train`")
-        network = PeftModel.from_pretrained(network, adapter)
-    network.eval()
-    return tokenizer, network
+    return tokenizer, AutoModelForCausalLM.from_pretrained(path, **kwargs)
 
 
 class StopInReply:
