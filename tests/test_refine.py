@@ -285,7 +285,7 @@ expand_ptkb = false
 [[stages]]
 stage = "respond"
 task = "extractive"
-passages = 2
+passages = 1
 
 [[stages]]
 stage = "refine_response"
