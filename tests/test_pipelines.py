@@ -79,7 +79,7 @@ stage = "classify_ptkb"
 [[stages]]
 stage = "respond"
 task = "gtr_response"
-passages = 10
+passages = 3
 """
 
 
