@@ -4,7 +4,7 @@ Search: the impact index of synthetic SPLADE-like vectors of published SPLADE++ 
 20-60 a query, terms drawn from the 30,522 BERT WordPiece terms by a Zipf law (s = 1), weights log-normal as quantized
 SPLADE++ weights are (median 40, capped at 300). The index is the one ``ikatkit index sparse`` builds (Anserini's
 ``IndexCollection -collection JsonVectorCollection -impact -pretokenized -storeRaw``), built by ``--builder``:
-``anserini`` runs that command, which writes each term weight times into a text it tokenizes (925 s for 200,000
+``anserini`` runs that command, which writes each term weight times into a text it tokenizes (396 s for 200,000
 passages here); ``terms`` (default) runs ``ImpactIndexer.java`` with the same command line, as ``index sparse`` does
 where a JDK compiles ikatkit's Java helpers: Lucene gets each term once with its weight as the term frequency, the
 same fields, postings and frequencies. ``--check-builder N`` first builds N

@@ -100,7 +100,7 @@ def encode_vectors(texts: Path, vectors: Path, sizes: list[int], encoder: dict[s
 
 def _index_vectors(vectors: Path, out: Path, passages: int, threads: int, heap: str) -> str:
     """The impact index of the vector shards, built beside ``out`` and its files moved into ``out``; the class that
-    built it: ikatkit's ``ImpactIndexer`` where the Java helpers compile (the same index, 20-30 times faster),
+    built it: ikatkit's ``ImpactIndexer`` where the Java helpers compile (the same index, about 12 times faster),
     else Anserini's ``IndexCollection``."""
     from ikatkit.index.anserini import Anserini
     from ikatkit.java import helper_classes
