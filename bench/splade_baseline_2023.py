@@ -13,7 +13,7 @@ The weights are random, so the rankings and answers mean nothing: this shows the
 year, not its quality. Usage:
 
     python bench/splade_baseline_2023.py [--data ../shared/ikat] [--work /tmp/splade-894] [--tokens 32]
-        [--depth 20] [--port 38111]
+        [--depth 20] [--port 38111] [--threads 1]
 
 Prints one JSON line: turns, seconds, the run's validation verdict.
 """
@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=20, help="candidates re-ranked a turn (shipped: all)")
     parser.add_argument("--conversations", nargs="*", help="only these (default: all 25)")
     parser.add_argument("--port", type=int, default=38111, help="llama.cpp server's port on 127.0.0.1")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="llama.cpp server's threads (1 beside other work: more spin against it)")
     args = parser.parse_args()
     index, passages = args.work / "index", args.work / "passages.jsonl"
     if not (index / "manifest.json").exists():
@@ -78,8 +80,8 @@ def main() -> None:
                                                  depth=args.depth, url="{url}"))
     topics = args.data / "2023" / "test_topics.json"
     chosen = ["--conversations", *args.conversations] if args.conversations else []
-    # one thread: no spinning beside the rest; a fixed port: the URL is in the config, so a rerun resumes the run
-    with llama_cpp_server("bundled:smollm2", port=args.port, n_ctx=4096, n_threads=1) as url:
+    # a fixed port: the URL is in the config, so a rerun resumes the run
+    with llama_cpp_server("bundled:smollm2", port=args.port, n_ctx=4096, n_threads=args.threads) as url:
         config = args.work / "splade_rr_baseline.toml"
         config.write_text(text.replace("{url}", url), encoding="utf-8")
         began = time.perf_counter()

@@ -42,7 +42,7 @@ import org.apache.lucene.util.BytesRef;
  * indexed, stored, binary doc values; raw: the record as Jackson's pretty JSON, stored; contents: DOCS_AND_FREQS with
  * norms, ImpactSimilarity), but each term handed to Lucene once with its weight as a custom term frequency
  * (TermFrequencyAttribute), where Anserini writes the term weight times into a text it then tokenizes: the same
- * postings and frequencies, built 20-30 times faster (tests/test_splade.py compares the two indexes). Prints
+ * postings and frequencies, built about 12 times faster (tests/test_splade.py compares the two indexes). Prints
  * {@code indexed: N} as IndexCollection does; any other option is refused.
  */
 public final class ImpactIndexer {
