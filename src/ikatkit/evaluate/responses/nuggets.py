@@ -11,8 +11,9 @@ A matcher gives each (response, nugget) pair a support value: 1 (support), 0.5 (
 - :class:`LlmMatcher`: an LLM of ``ikatkit.llm`` labels each pair with the ``nugget_support`` prompt (cached by
   the LLM layer); an output naming no label counts as a parse fallback and scores 0.
 
-The three scored matchers give ``scores(responses, nuggets)`` (one array per response) and ``support`` (scores at
-``threshold``); ``ikatkit eval-matcher`` measures any of them against human labels (:mod:`agreement`).
+The three scored matchers (:class:`ScoredMatcher`) give ``scores(responses, nuggets)`` (one array per response)
+and ``support`` (scores at ``threshold``); ``ikatkit eval-matcher`` measures any of them against human labels
+(:mod:`agreement`).
 
 castorini's ``nuggetizer`` (0.0.5) is not used: its OpenAI client ignores ``api_base`` (only ``OPENAI_BASE_URL``
 reaches another server), it downloads tiktoken's vocabulary at run time and retries every failure forever, so it
@@ -21,6 +22,7 @@ cannot run offline. Its scores are defined here the same way (:func:`nugget_scor
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
@@ -66,7 +68,21 @@ def windows(text: str, size: int = 2) -> list[str]:
     return [" ".join(split[i:i + n]) for n in range(1, size + 1) for i in range(len(split) - n + 1)]
 
 
-class EmbeddingMatcher:
+class ScoredMatcher(ABC):
+    """A matcher whose support is its scores at ``threshold``: 1 at or above, else 0 (never partial)."""
+
+    threshold: float
+
+    @abstractmethod
+    def scores(self, responses: Sequence[str], nuggets: Sequence[Sequence[Nugget]]) -> list[np.ndarray]:
+        """Per response, each nugget's best score over the response's windows."""
+
+    def support(self, responses: Sequence[str], nuggets: Sequence[Sequence[Nugget]],
+                queries: Sequence[str] | None = None) -> list[list[float]]:
+        return [[float(x >= self.threshold) for x in s] for s in self.scores(responses, nuggets)]
+
+
+class EmbeddingMatcher(ScoredMatcher):
     """Support 1 when the nugget's best cosine with a window of the response reaches ``threshold``."""
 
     def __init__(self, embedder: Embedder | None = None, threshold: float = DEFAULT_THRESHOLD) -> None:
@@ -81,10 +97,6 @@ class EmbeddingMatcher:
 
     scores = similarities
 
-    def support(self, responses: Sequence[str], nuggets: Sequence[Sequence[Nugget]],
-                queries: Sequence[str] | None = None) -> list[list[float]]:
-        return [[float(x >= self.threshold) for x in sims] for sims in self.similarities(responses, nuggets)]
-
 
 def content_words(text: str) -> set[str]:
     """The text's tokens (:func:`tokenize`) less scikit-learn's English stop words."""
@@ -93,7 +105,7 @@ def content_words(text: str) -> set[str]:
     return {t for t in tokenize(text) if t not in ENGLISH_STOP_WORDS}
 
 
-class LexicalMatcher:
+class LexicalMatcher(ScoredMatcher):
     """Support 1 when the share of the nugget's content words found in one response window reaches ``threshold``."""
 
     def __init__(self, threshold: float = LEXICAL_THRESHOLD) -> None:
@@ -112,12 +124,8 @@ class LexicalMatcher:
             out.append(np.asarray(values, dtype=float))
         return out
 
-    def support(self, responses: Sequence[str], nuggets: Sequence[Sequence[Nugget]],
-                queries: Sequence[str] | None = None) -> list[list[float]]:
-        return [[float(x >= self.threshold) for x in s] for s in self.scores(responses, nuggets)]
 
-
-class CrossEncoderMatcher:
+class CrossEncoderMatcher(ScoredMatcher):
     """Support 1 when a cross-encoder's entailment score of (response window, nugget) reaches ``threshold``.
 
     ``model``: a sentence-transformers ``CrossEncoder`` (hub id or folder). With several labels, the softmax
@@ -157,10 +165,6 @@ class CrossEncoderMatcher:
                 at += count
             out.append(np.asarray(values, dtype=float))
         return out
-
-    def support(self, responses: Sequence[str], nuggets: Sequence[Sequence[Nugget]],
-                queries: Sequence[str] | None = None) -> list[list[float]]:
-        return [[float(x >= self.threshold) for x in s] for s in self.scores(responses, nuggets)]
 
 
 class LlmMatcher:
