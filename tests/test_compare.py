@@ -115,6 +115,8 @@ def test_intervals_and_all_pairs(runs, data):
     assert pair["p"] == pytest.approx(raw) and pair["delta"] == pytest.approx(
         comparison.results["shuffled"].mean["nDCG@5"] - comparison.results["reversed"].mean["nDCG@5"])
     assert [p["p_adjusted"] for p in comparison.pairs] == pytest.approx(correct([p["p"] for p in comparison.pairs]))
+    for text, rows in ((comparison.pairs_csv(), comparison.pairs), (comparison.to_csv(), comparison.rows)):
+        assert list(csv.DictReader(text.splitlines())) == [{k: str(v) for k, v in r.items()} for r in rows]
     table = comparison.to_markdown(full=True)
     lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
              if line.startswith("|")]

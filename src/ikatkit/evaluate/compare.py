@@ -159,18 +159,10 @@ class Comparison:
         return "\n".join(text)
 
     def to_csv(self) -> str:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(self.rows[0]))
-        writer.writeheader()
-        writer.writerows(self.rows)
-        return out.getvalue()
+        return _csv(self.rows)
 
     def pairs_csv(self) -> str:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(self.pairs[0]))
-        writer.writeheader()
-        writer.writerows(self.pairs)
-        return out.getvalue()
+        return _csv(self.pairs)
 
     def to_latex(self) -> str:
         """The compact table as a booktabs tabular, its legend as a comment above it."""
@@ -204,6 +196,15 @@ def format_interval(low: float, high: float) -> str:
 def format_p(value: float) -> str:
     """A p-value as papers print it: three decimals, ``< 0.001`` below that (the CSV keeps every digit)."""
     return "" if math.isnan(value) else "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    """Rows of one shape as CSV, the first row's keys as the header."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 def _markdown(rows: list[list[str]]) -> str:
