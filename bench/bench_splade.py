@@ -76,8 +76,7 @@ def vectors(rng: np.random.Generator, terms: list[str], n: int, low: int, high: 
 def build(root: Path, passages: int, threads: int, terms: list[str], builder: str) -> Path:
     """The impact index of ``passages`` synthetic vectors under ``root`` by ``builder`` (each made once)."""
     from ikatkit.index.anserini import Anserini
-    from ikatkit.index.sparse import ANSERINI_OPTIONS, IMPACT_INDEXER
-    from ikatkit.java import helper_classes
+    from ikatkit.index.sparse import ANSERINI_OPTIONS, impact_builder
 
     index = root / f"p{passages}" / ("index" if builder == "anserini" else f"index-{builder}")
     if (index / "built.json").exists():
@@ -98,10 +97,7 @@ def build(root: Path, passages: int, threads: int, terms: list[str], builder: st
         os.replace(tmp, path)
     written = time.perf_counter() - started
     started = time.perf_counter()
-    helpers = helper_classes() if builder == "terms" else None
-    if builder == "terms" and helpers is None:
-        sys.exit("--builder terms needs ikatkit's Java helpers (a JDK 11+'s javac): install one, or --builder anserini")
-    main = IMPACT_INDEXER if helpers else "io.anserini.index.IndexCollection"
+    helpers, main = impact_builder(builder)
     with Anserini(source, index, threads, "8g", collection="JsonVectorCollection", helpers=helpers,
                   options=ANSERINI_OPTIONS, main=main) as run:
         run.wait(passages)
@@ -115,31 +111,20 @@ def builders_agree(root: Path, passages: int, threads: int, terms: list[str], qu
                    ) -> dict[str, Any]:
     """Anserini's index and ``ImpactIndexer``'s of the same ``passages`` vectors: their field options, postings
     totals and top 1,000 rankings of ``queries``."""
-    from ikatkit.java import autoclass
+    from ikatkit.index.lucene import postings_summary
     from ikatkit.retrieve.splade import SpladeSearcher
 
     found: dict[str, Any] = {}
     rankings = {}
     for builder in ("anserini", "terms"):
         index = build(root, passages, threads, terms, builder)
-        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-            autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(str(index))))
-        fields = autoclass("org.apache.lucene.index.FieldInfos").getMergedFieldInfos(reader).iterator()
-        options = []
-        while fields.hasNext():
-            field = fields.next()
-            options.append([field.name, field.getIndexOptions().toString(), field.getDocValuesType().toString(),
-                            field.omitsNorms()])
         found[builder] = {"index_s": json.loads((index / "built.json").read_text())["index_s"],
-                          "fields": sorted(options), "documents": reader.maxDoc(),
-                          "postings": reader.getSumDocFreq("contents"),
-                          "term_frequencies": reader.getSumTotalTermFreq("contents")}
-        reader.close()
+                          **postings_summary(index)}
         searcher = SpladeSearcher(index, model="synthetic", threads=threads)
         rankings[builder] = searcher.search_vectors(dict(enumerate(queries)), 1000)  # type: ignore[arg-type]
     same = sum(rankings["anserini"][i] == rankings["terms"][i] for i in range(len(queries)))
     found["same_index"] = all(found["anserini"][key] == found["terms"][key]
-                              for key in ("fields", "documents", "postings", "term_frequencies"))
+                              for key in ("fields", "documents", "postings", "frequencies"))
     found["same_rankings"] = f"{same}/{len(queries)}"
     return found
 
@@ -213,6 +198,8 @@ def encoding(passages: int, root: Path) -> dict[str, Any]:
 
 
 def main() -> None:
+    from ikatkit.index.sparse import BUILDERS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=2_000_000)
     parser.add_argument("--queries", type=int, default=200)
@@ -220,8 +207,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--encode", type=int, default=32, help="passages encoded for the throughput (0: none)")
-    parser.add_argument("--builder", choices=("anserini", "terms"), default="terms",
-                        help="anserini: IndexCollection as `index sparse` runs it; terms: bench/ImpactIndexer.java, "
+    parser.add_argument("--builder", choices=BUILDERS, default="terms",
+                        help="anserini: IndexCollection as `index sparse` runs it; terms: ImpactIndexer.java, "
                              "the same index with each term once (its weight a custom term frequency)")
     parser.add_argument("--check-builder", type=int, default=20_000, metavar="PASSAGES",
                         help="first build this many passages both ways and compare the indexes (0: skip)")

@@ -188,21 +188,13 @@ def test_top_1000_equal_brute_force_and_anserini_on_20_queries(sparse_index, ika
 
 def _lucene_summary(index: Path) -> dict:
     """Field options, postings and term-frequency totals, and every document's stored fields, by id."""
-    from ikatkit.java import autoclass
+    from ikatkit.index.lucene import open_reader, postings_summary
 
-    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(str(index))))
-    fields, infos = [], autoclass("org.apache.lucene.index.FieldInfos").getMergedFieldInfos(reader).iterator()
-    while infos.hasNext():
-        info = infos.next()
-        fields.append((info.name, info.getIndexOptions().toString(), info.getDocValuesType().toString(),
-                       info.omitsNorms()))
+    reader = open_reader(index)
     stored = reader.storedFields()
     documents = {stored.document(i).get("id"): stored.document(i).get("raw") for i in range(reader.maxDoc())}
-    summary = {"fields": sorted(fields), "postings": reader.getSumDocFreq("contents"),
-               "frequencies": reader.getSumTotalTermFreq("contents"), "documents": documents}
     reader.close()
-    return summary
+    return {**postings_summary(index), "stored": documents}
 
 
 def test_impact_indexer_builds_anserinis_index(sparse_index, ikat2023, tmp_path):
@@ -210,8 +202,7 @@ def test_impact_indexer_builds_anserinis_index(sparse_index, ikat2023, tmp_path)
     IndexCollection over the same vector shards gives the same fields, postings, frequencies, stored documents and
     top 1,000 of 20 queries; ImpactIndexer refuses a command line it does not build."""
     from ikatkit.index.anserini import Anserini
-    from ikatkit.index.sparse import ANSERINI_OPTIONS, IMPACT_INDEXER
-    from ikatkit.java import helper_classes
+    from ikatkit.index.sparse import ANSERINI_OPTIONS, IMPACT_INDEXER, impact_builder
     from ikatkit.retrieve.splade import SpladeSearcher
 
     assert json.loads((sparse_index / "manifest.json").read_text())["parameters"]["indexer"] == IMPACT_INDEXER
@@ -227,8 +218,9 @@ def test_impact_indexer_builds_anserinis_index(sparse_index, ikat2023, tmp_path)
     model = json.loads((sparse_index / "manifest.json").read_text())["model"]
     assert SpladeSearcher(sparse_index).search_vectors(vectors, 1000) == \
         SpladeSearcher(anserini, model=model).search_vectors(vectors, 1000)
-    with Anserini(sparse_index / "vectors", tmp_path / "refused", 1, "1g", helpers=helper_classes(),
-                  main=IMPACT_INDEXER) as run:  # JsonCollection with positions: not an impact index
+    helpers, main = impact_builder("terms")
+    with Anserini(sparse_index / "vectors", tmp_path / "refused", 1, "1g", helpers=helpers,
+                  main=main) as run:  # JsonCollection with positions: not an impact index
         with pytest.raises(IkatError, match="ImpactIndexer takes"):
             run.wait(PASSAGES)
 

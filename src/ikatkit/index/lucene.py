@@ -167,6 +167,25 @@ def open_reader(folder: str | Path) -> Any:
         autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(folder)).toPath()))
 
 
+def postings_summary(folder: str | Path) -> dict[str, Any]:
+    """What two builders of one index must agree on: every field's (name, index options, doc values, omits norms),
+    the documents, and the searched field's postings and term-frequency totals."""
+    from ikatkit.java import autoclass
+
+    reader = open_reader(folder)
+    try:
+        infos = autoclass("org.apache.lucene.index.FieldInfos").getMergedFieldInfos(reader).iterator()
+        fields = []
+        while infos.hasNext():
+            info = infos.next()
+            fields.append((info.name, info.getIndexOptions().toString(), info.getDocValuesType().toString(),
+                           bool(info.omitsNorms())))
+        return {"fields": sorted(fields), "documents": reader.maxDoc(), "postings": reader.getSumDocFreq(BODY_FIELD),
+                "frequencies": reader.getSumTotalTermFreq(BODY_FIELD)}
+    finally:
+        reader.close()
+
+
 class IdLookup:
     """The live document of a passage id (its ``id`` term) in an open reader: the one way ids are looked up
     (``validate --index``, passage texts). Thread-safe (one term enumerator, behind a lock)."""

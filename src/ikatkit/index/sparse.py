@@ -44,6 +44,8 @@ from ikatkit.java import anserini_jar
 KIND = "sparse"
 ANSERINI_OPTIONS = ("-impact", "-pretokenized", "-storeRaw")
 IMPACT_INDEXER = "ikatkit.ImpactIndexer"  # IndexCollection's impact index, each term given once (ImpactIndexer.java)
+INDEX_COLLECTION = "io.anserini.index.IndexCollection"
+BUILDERS = ("terms", "anserini")  # who builds the impact index (impact_builder): ImpactIndexer, IndexCollection
 PASSES_PER_CALL = 8  # forward passes of --batch-size a CPU actor makes per Ray call: a progress step (GPU_ROWS_PER_CALL
 # passages on a GPU)
 
@@ -98,18 +100,31 @@ def encode_vectors(texts: Path, vectors: Path, sizes: list[int], encoder: dict[s
                         fix="run the same command again: finished shards are kept")
 
 
-def _index_vectors(vectors: Path, out: Path, passages: int, threads: int, heap: str) -> str:
-    """The impact index of the vector shards, built beside ``out`` and its files moved into ``out``; the class that
-    built it: ikatkit's ``ImpactIndexer`` where the Java helpers compile (the same index, about 12 times faster),
-    else Anserini's ``IndexCollection``."""
-    from ikatkit.index.anserini import Anserini
+def impact_builder(builder: str | None = None) -> tuple[Path | None, str]:
+    """The compiled Java helpers' folder (None: not needed or not compiled) and the main class that builds the impact
+    index: ``builder`` of :data:`BUILDERS` (``terms``: ikatkit's ``ImpactIndexer``, ``anserini``: Anserini's
+    ``IndexCollection``), or None for the automatic choice: ``ImpactIndexer`` where the Java helpers compile (the
+    same index, about 12 times faster), else ``IndexCollection``."""
     from ikatkit.java import helper_classes
+
+    if builder == "anserini":
+        return None, INDEX_COLLECTION
+    helpers = helper_classes()
+    if builder == "terms" and helpers is None:
+        raise IkatError("the terms builder (ImpactIndexer.java) needs ikatkit's Java helpers, which did not compile",
+                        fix="install a JDK 11+ (its javac), or use the anserini builder")
+    return helpers, IMPACT_INDEXER if helpers else INDEX_COLLECTION
+
+
+def _index_vectors(vectors: Path, out: Path, passages: int, threads: int, heap: str) -> str:
+    """The impact index of the vector shards, built beside ``out`` and its files moved into ``out`` by
+    :func:`impact_builder`'s automatic choice; the class that built it."""
+    from ikatkit.index.anserini import Anserini
 
     for stale in out.glob(".lucene-*"):
         shutil.rmtree(stale, ignore_errors=True)
     work = out / f".lucene-{os.getpid()}"
-    helpers = helper_classes()
-    main = IMPACT_INDEXER if helpers else "io.anserini.index.IndexCollection"
+    helpers, main = impact_builder()
     try:
         with Anserini(vectors, work, threads, heap, out, "JsonVectorCollection", helpers, options=ANSERINI_OPTIONS,
                       main=main) as anserini:
