@@ -249,6 +249,34 @@ def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, s
     assert ranked == _brute_force(SpladeSearcher(out).encoder.encode_queries(list(query.values()))[0], resumed)[:10]
 
 
+def test_a_job_begun_at_one_batch_size_is_refused_at_another(subset, shallow, ray_local, tmp_path, capsys):
+    """Padding within a batch can move a quantized weight by 1, so --batch-size is in work.json's fingerprint: a job
+    stopped after its first chunk is refused at another batch size in one line naming the fix, and resumes at its
+    own, which the manifest states."""
+    from ikatkit.cli import main
+    from ikatkit.index.sparse import build_sparse
+
+    ten, out = tmp_path / "10.jsonl", tmp_path / "splade"
+    ten.write_text("".join(subset.read_text(encoding="utf-8").splitlines(keepends=True)[:10]))
+
+    def stop(passages: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_sparse([ten], out, model=str(shallow), shard_size=5, batch_size=1, progress=stop)
+    assert json.loads((out / "work.json").read_text())["batch_size"] == 1 and not (out / "manifest.json").exists()
+    capsys.readouterr()
+    args = ["index", "sparse", str(ten), "--out", str(out), "--model", str(shallow), "--shard-size", "5"]
+    assert main([*args, "--batch-size", "2"]) == 2
+    said = capsys.readouterr().err
+    assert said.splitlines()[-1] == (f"ikatkit: error: {out}: an unfinished sparse index here was started with "
+                                     "--batch-size 1, not 2 — fix: run it again with --batch-size 1, or remove the "
+                                     "folder") and "Traceback" not in said
+    assert main([*args, "--batch-size", "1"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["parameters"]["batch_size"], manifest["counts"]["passages"]) == (1, 10)
+
+
 def test_a_log_shows_progress_within_a_shard(subset, shallow, tmp_path):
     """Issue 60: `index sparse` over the 40 passages in one shard at --batch-size 2 (a Ray call: 8 passes, 16
     passages), in a log with a line at every update ($IKATKIT_PROGRESS_EVERY=0): a line as each call returns, the

@@ -175,9 +175,10 @@ def pending_shards(folder: Path, count: int, suffix: str) -> list[int]:
     return [n for n in range(count) if not (folder / f"{n:05d}{suffix}").exists()]
 
 
-def claim_work(out: Path, fingerprint: dict[str, Any], what: str) -> None:
+def claim_work(out: Path, fingerprint: dict[str, Any], what: str, options: dict[str, str] | None = None) -> None:
     """Record the job's ``fingerprint`` in ``out/work.json``, or refuse a folder whose unfinished job was begun with
-    another, naming the settings that differ (``--dtype`` with its value when the dtype does)."""
+    another, naming the settings that differ (``--dtype``, or the option of ``options`` (fingerprint key -> option)
+    with the value to resume with, when one of those does)."""
     work = out / "work.json"
     if not work.exists():
         out.mkdir(parents=True, exist_ok=True)
@@ -191,6 +192,11 @@ def claim_work(out: Path, fingerprint: dict[str, Any], what: str) -> None:
     if dtype != now:
         raise IkatError(f"an unfinished {what} here was started in dtype {dtype}, not {now}", path=out,
                         fix=f"run it again with --dtype {dtype}, or remove the folder")
+    for key, option in (options or {}).items():
+        if key in differ and key in before:
+            raise IkatError(f"an unfinished {what} here was started with {option} {before[key]}, not "
+                            f"{fingerprint.get(key)}", path=out,
+                            fix=f"run it again with {option} {before[key]}, or remove the folder")
     raise IkatError(f"an unfinished {what} here was started from other inputs or settings ({', '.join(differ)})",
                     path=out, fix="run it again with the same inputs and options, or remove the folder")
 

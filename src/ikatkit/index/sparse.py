@@ -4,7 +4,8 @@ built by Anserini from them.
 The folder ``out`` holds, in the order they are made:
 
 - ``texts/NNNNN.parquet``: the passages in shards of ``shard_size``, read as ``index dense`` reads them
-  (:func:`ikatkit.index.dense.read_source`); ``work.json`` fingerprints what changes the vectors;
+  (:func:`ikatkit.index.dense.read_source`); ``work.json`` fingerprints what changes the vectors, the batch size
+  too (a job begun at one is refused at another, naming the ``--batch-size`` to resume with);
 - ``vectors/NNNNN.jsonl.gz``: Anserini's ``JsonVectorCollection`` (``{"id", "contents", "vector": {term:
   weight}}``), the weights quantized as :data:`ikatkit.index.splade.QUANTIZATION` says. Encoder actors on the Ray
   pipeline of ``index dense`` (:func:`ikatkit.index.dense.encoded_batches`) encode the shards not yet written, a
@@ -165,11 +166,13 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
         raise IkatError("the output folder exists and is not a sparse index", path=out, fix="choose another --out")
     source, passages = read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
     tokenizer, loaded = load_splade(model)
+    # the batch size too: padding within a batch moves floats in the last bits, and a quantized weight by 1
     fingerprint = {"source": source, "model": model, "shard_size": shard_size, "max_length": PASSAGE_LENGTH,
                    "quantization": QUANTIZATION, "vocabulary": int(loaded.config.vocab_size),
+                   "batch_size": batch_size,
                    "versions": {name: metadata.version(name) for name in ("transformers", "torch")}}
     del tokenizer, loaded
-    claim_work(out, fingerprint, "sparse index")
+    claim_work(out, fingerprint, "sparse index", {"batch_size": "--batch-size"})
     sizes = write_texts(passages, out / "texts", shard_size)
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
