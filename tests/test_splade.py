@@ -225,6 +225,34 @@ def test_impact_indexer_builds_anserinis_index(sparse_index, ikat2023, tmp_path)
             run.wait(PASSAGES)
 
 
+def test_impact_indexer_names_the_line_of_a_bad_record(tmp_path):
+    """A vector shard whose line 3 is not JSON, lacks "vector", or has a weight that is not a positive integer: the
+    build stops with one IkatError naming the shard, line 3 and what is wrong; nothing is committed."""
+    from ikatkit.index.anserini import Anserini
+    from ikatkit.index.sparse import ANSERINI_OPTIONS, impact_builder
+
+    helpers, main = impact_builder("terms")
+    good = [json.dumps({"id": f"d:{n}", "contents": "", "vector": {"a": 3, "b": 1}}) for n in range(3)]
+    bad = {'{"id": "d:2", "vector": {"a": 3}': "not JSON",
+           '{"id": "d:2", "contents": "x"}': 'no "vector" object of term weights',
+           '{"id": "d:2", "vector": {"a": 3, "b": 0}}': 'the weight of "b" is 0, not a positive integer',
+           '{"id": "d:2", "vector": {"a": 2.5}}': 'the weight of "a" is 2.5, not a positive integer'}
+    for case, (line, what) in enumerate(bad.items()):
+        shard = tmp_path / f"vectors-{case}" / "00000.jsonl.gz"
+        shard.parent.mkdir()
+        with gzip.open(shard, "wt", encoding="utf-8") as handle:
+            handle.write("\n".join([*good[:2], line, good[2]]) + "\n")
+        index = tmp_path / f"index-{case}"
+        with Anserini(shard.parent, index, 1, "1g", collection="JsonVectorCollection", helpers=helpers,
+                      options=ANSERINI_OPTIONS, main=main) as run:
+            with pytest.raises(IkatError) as err:
+                run.wait(4)
+        assert (err.value.path, err.value.where) == (str(shard), "line 3"), str(err.value)
+        assert err.value.message.startswith(f"a bad vector record: {what}"), str(err.value)
+        assert (err.value.fix or "").startswith("correct or remove that line")
+        assert not list(index.glob("segments_*"))
+
+
 def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, subset, shallow, tmp_path):
     """SIGINT to the process group of `index sparse` after its first shard: the group ends, and the resumed command
     encodes only the shards left and ends with the same vectors and rankings as the uninterrupted index."""

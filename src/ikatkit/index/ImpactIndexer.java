@@ -1,5 +1,6 @@
 package ikatkit;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.anserini.search.similarity.ImpactSimilarity;
@@ -43,13 +44,17 @@ import org.apache.lucene.util.BytesRef;
  * norms, ImpactSimilarity), but each term handed to Lucene once with its weight as a custom term frequency
  * (TermFrequencyAttribute), where Anserini writes the term weight times into a text it then tokenizes: the same
  * postings and frequencies, built about 12 times faster (tests/test_splade.py compares the two indexes). Prints
- * {@code indexed: N} as IndexCollection does; any other option is refused.
+ * {@code indexed: N} as IndexCollection does; any other option is refused. A record that is not JSON, lacks "id" or
+ * the "vector" object, or has a weight that is not a positive integer stops the build with one line naming the shard
+ * and the line ({@link #BAD_RECORD}), exit 1, nothing committed.
  */
 public final class ImpactIndexer {
   private static final List<String> EXPECTED = Arrays.asList(
       "-collection", "JsonVectorCollection", "-generator", "DefaultLuceneDocumentGenerator", "-impact",
       "-pretokenized", "-storeRaw");
   private static final FieldType CONTENTS = new FieldType();
+  /** The line that names a bad record, tab-separated: shard, line, what (ikatkit.index.anserini reads it). */
+  static final String BAD_RECORD = "ikatkit bad record: ";
 
   static {
     CONTENTS.setTokenized(true);
@@ -80,6 +85,36 @@ public final class ImpactIndexer {
     }
   }
 
+  /** A record this builder cannot index: the shard, its line (from 1) and what is wrong. */
+  static final class BadRecord extends Exception {
+    BadRecord(Path shard, long line, String what) {
+      super(BAD_RECORD + shard + "\t" + line + "\t" + what);
+    }
+  }
+
+  /** What is wrong with a record of JsonVectorCollection ({"id", "contents", "vector": {term: weight}}), or null. */
+  static String problem(JsonNode record) {
+    if (!record.isObject()) {
+      return "not a JSON object";
+    }
+    JsonNode id = record.get("id");
+    if (id == null || !id.isValueNode() || id.isNull()) {
+      return "no \"id\"";
+    }
+    JsonNode vector = record.get("vector");
+    if (vector == null || !vector.isObject()) {
+      return "no \"vector\" object of term weights";
+    }
+    for (Iterator<Map.Entry<String, JsonNode>> terms = vector.fields(); terms.hasNext(); ) {
+      Map.Entry<String, JsonNode> term = terms.next();
+      JsonNode weight = term.getValue();
+      if (!weight.isIntegralNumber() || !weight.canConvertToInt() || weight.asInt() <= 0) {
+        return "the weight of \"" + term.getKey() + "\" is " + weight + ", not a positive integer";
+      }
+    }
+    return null;
+  }
+
   private static Document document(JsonNode record) {
     String id = record.get("id").asText();
     Document document = new Document();
@@ -97,11 +132,24 @@ public final class ImpactIndexer {
       input = new GZIPInputStream(input, 1 << 16);
     }
     try (BufferedReader lines = new BufferedReader(new InputStreamReader(input, StandardCharsets.UTF_8))) {
+      long number = 0;
       for (String line = lines.readLine(); line != null; line = lines.readLine()) {
-        if (!line.isBlank()) {
-          writer.addDocument(document(json.readTree(line)));
-          indexed.incrementAndGet();
+        number++;
+        if (line.isBlank()) {
+          continue;
         }
+        JsonNode record;
+        try {
+          record = json.readTree(line);
+        } catch (JsonProcessingException e) {
+          throw new BadRecord(shard, number, "not JSON (" + e.getOriginalMessage() + ")");
+        }
+        String problem = problem(record);
+        if (problem != null) {
+          throw new BadRecord(shard, number, problem);
+        }
+        writer.addDocument(document(record));
+        indexed.incrementAndGet();
       }
     }
   }
@@ -150,6 +198,10 @@ public final class ImpactIndexer {
       }
       if (failed.get() != null) {
         writer.rollback();
+        if (failed.get().getCause() instanceof BadRecord) {
+          System.out.println(failed.get().getCause().getMessage());
+          System.exit(1);
+        }
         throw failed.get();
       }
     }

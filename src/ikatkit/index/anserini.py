@@ -15,6 +15,7 @@ from ikatkit.java import anserini_jar, java_home
 from ikatkit.stopping import dies_with_us
 
 _INDEXED = re.compile(r"indexed:\s+([\d,]+)")
+_BAD_RECORD = re.compile(r"^ikatkit bad record: (.+)\t(\d+)\t(.+)$", re.MULTILINE)  # ImpactIndexer.BAD_RECORD
 
 
 class Anserini:
@@ -72,6 +73,12 @@ class Anserini:
         return self._log.read().decode("utf-8", "replace")
 
     def _error(self, message: str) -> IkatError:
+        bad = _BAD_RECORD.search(self._output())
+        if bad:
+            return IkatError(f"a bad vector record: {bad.group(3)}", path=bad.group(1), where=f"line {bad.group(2)}",
+                             fix='correct or remove that line (a record: {"id", "contents", "vector": {term: '
+                                 'weight}}, each weight a positive integer); `index sparse` encodes a vector shard '
+                                 'it finds removed again when run again')
         tail = "\n".join(self._output().strip().splitlines()[-5:])
         fix = "free disk space" if "No space left" in tail else "see Anserini's messages above"
         return IkatError(f"{message}:\n{tail}", path=self._out, fix=fix)
