@@ -168,11 +168,17 @@ def _build_bm25(name: str, spec: dict[str, Any], where: Where) -> Any:
     return _bm25_class()(where.index, **spec)
 
 
-def _check_dense(options: dict[str, Any]) -> None:
-    if not isinstance(options.get("path"), str):
-        raise IkatError("a dense resource names its index folder", where="path",
-                        fix='add path = "<folder of ikatkit index dense>"')
-    check_options(_dense_class().__init__, options)
+def _folder_check(kind: str, folder: str, searcher: Callable[[], type[Any]]) -> Callable[[dict[str, Any]], None]:
+    """The option check of a searcher that names its index ``folder`` in ``path``."""
+    def check(options: dict[str, Any]) -> None:
+        if not isinstance(options.get("path"), str):
+            raise IkatError(f"a {kind} resource names its index folder", where="path", fix=f'add path = "<{folder}>"')
+        check_options(searcher().__init__, options)
+
+    return check
+
+
+_check_dense = _folder_check("dense", "folder of ikatkit index dense", _dense_class)
 
 
 def _build_dense(name: str, spec: dict[str, Any], where: Where) -> Any:
@@ -185,11 +191,7 @@ def _splade_class() -> type[Any]:
     return SpladeSearcher
 
 
-def _check_splade(options: dict[str, Any]) -> None:
-    if not isinstance(options.get("path"), str):
-        raise IkatError("a splade resource names its index folder", where="path",
-                        fix='add path = "<folder of ikatkit index sparse, or an Anserini impact index>"')
-    check_options(_splade_class().__init__, options)
+_check_splade = _folder_check("splade", "folder of ikatkit index sparse, or an Anserini impact index", _splade_class)
 
 
 def _build_splade(name: str, spec: dict[str, Any], where: Where) -> Any:
