@@ -12,6 +12,8 @@ from ikatkit.runs.io import write_run
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult
 from ikatkit.topics import load_topics
 
+from eval_table import eval_table
+
 
 def test_eval_command_reproduces_every_published_figure(ikat2023, tmp_path, capsys):
     published = json.loads((ikat2023 / "reference_run" / "splade_deberta_perf.json").read_text())
@@ -129,11 +131,6 @@ def interactive_2026(tmp_path):
     return dump, rubrics, qrels
 
 
-def _table(text: str) -> dict[str, dict[str, str]]:
-    head, *rows = [line.split("\t") for line in text.strip().splitlines()]
-    return {row[0]: dict(zip(head[1:], row[1:])) for row in rows}
-
-
 def test_eval_interactive_run_per_rubric_and_user_type(tmp_path, capsys):
     """Hand-computed: user a (u1) tries rubric 1 three times (citing p1 p2, then p2 p1, then p9) and covers rubric 2
     at once (p4 p3); user b (u2) covers rubric 1 at once (p2 p1) and leaves. Qrels: rubric 1 judges p1 2, p2 0;
@@ -144,15 +141,15 @@ def test_eval_interactive_run_per_rubric_and_user_type(tmp_path, capsys):
     base = ["eval", str(dump), "--qrels", str(qrels), "--rubrics", str(rubrics), "--measures", "P@1", "RR",
             "--by", "user-type"]
     assert main(base) == 0
-    table = _table(capsys.readouterr().out)
+    table = eval_table(capsys.readouterr().out)
     assert table["all"] == {"reached": "3", "rubrics": "4", "coverage": "0.7500", "P@1": "0.0000", "RR": "0.3333"}
     assert table["u1"] == {"reached": "2", "rubrics": "2", "coverage": "1.0000", "P@1": "0.0000", "RR": "0.2500"}
     assert table["u2"] == {"reached": "1", "rubrics": "2", "coverage": "0.5000", "P@1": "0.0000", "RR": "0.5000"}
     assert main([*base, "--unreached", "zero"]) == 0  # the organizers' totals: unreached rubrics count 0
-    table = _table(capsys.readouterr().out)
+    table = eval_table(capsys.readouterr().out)
     assert (table["all"]["RR"], table["u1"]["RR"], table["u2"]["RR"]) == ("0.2500", "0.2500", "0.2500")
     assert main([*base, "--rubric-turn", "best"]) == 0
-    table = _table(capsys.readouterr().out)
+    table = eval_table(capsys.readouterr().out)
     assert (table["u1"]["P@1"], table["u1"]["RR"], table["u2"]["RR"]) == ("0.5000", "0.7500", "0.5000")
     # the released 2026 shape carries the users but not their types: the map gives them
     released = tmp_path / "released.jsonl"
@@ -164,7 +161,7 @@ def test_eval_interactive_run_per_rubric_and_user_type(tmp_path, capsys):
     types = tmp_path / "types.json"
     types.write_text(json.dumps({A: "u1", B: "u2"}))
     assert main(["eval", str(released), *base[2:], "--user-types", str(types)]) == 0
-    again = _table(capsys.readouterr().out)
+    again = eval_table(capsys.readouterr().out)
     assert again["u1"]["RR"] == "0.2500" and again["u2"]["coverage"] == "0.5000"
 
 
@@ -177,14 +174,14 @@ def test_eval_responses_sim_measures_per_user_type(tmp_path, capsys):
             "SimRubricCoverage", "SimTurnsToCover", "Words", "--by", "user-type"]
     assert main(base) == 0
     lines = [line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()]
-    rows = _table("\n".join(lines))
+    rows = eval_table("\n".join(lines))
     assert rows["u1"] == {"reached": "2", "rubrics": "2", "coverage": "1.0000", "SimRubricScore": "4.0000",
                           "SimRubricCoverage": "0.5000", "SimTurnsToCover": "1.0000", "Words": "2.0000"}
     assert rows["u2"] == {"reached": "1", "rubrics": "2", "coverage": "0.5000", "SimRubricScore": "5.0000",
                           "SimRubricCoverage": "1.0000", "SimTurnsToCover": "1.0000", "Words": "4.0000"}
     assert rows["all"]["SimRubricScore"] == f"{13 / 3:.4f}" and rows["all"]["Words"] == "2.4000"
     assert main([*base, "--unreached", "zero"]) == 0
-    rows = _table("\n".join(line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()))
+    rows = eval_table("\n".join(line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()))
     assert (rows["u2"]["SimRubricScore"], rows["u2"]["SimRubricCoverage"], rows["all"]["SimRubricScore"]) == (
         "2.5000", "0.5000", "3.2500")
 

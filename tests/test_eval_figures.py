@@ -13,6 +13,8 @@ from ikatkit.cli import main
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.measures import parse_measures
 
+from eval_table import eval_table
+
 
 def _pid(n: int) -> str:
     return f"clueweb22-en0000-00-0000{n}:0"
@@ -46,11 +48,6 @@ def three(tmp_path):
     return dump, rubrics, qrels
 
 
-def _table(text: str) -> dict[str, dict[str, str]]:
-    head, *rows = [line.split("\t") for line in text.strip().splitlines()]
-    return {row[0]: dict(zip(head[1:], row[1:])) for row in rows}
-
-
 def test_coverage_per_user_type_is_over_the_conversations_it_played(three, capsys):
     """By hand: u1 reaches both rubrics of the one conversation it played (2 of 2: 1.0000, was 2 of 5); u2 reaches
     Q3 of 2-1's two and 3-1's one (2 of 3). P@1: u1 cites a judged-relevant passage for both (1, 1), u2 for Q3 (1)
@@ -61,14 +58,14 @@ def test_coverage_per_user_type_is_over_the_conversations_it_played(three, capsy
             "--by", "user-type"]
     assert main(base) == 0
     captured = capsys.readouterr()
-    table = _table(captured.out)
+    table = eval_table(captured.out)
     assert table["u1"] == {"reached": "2", "rubrics": "2", "coverage": "1.0000", "P@1": "1.0000"}
     assert table["u2"] == {"reached": "2", "rubrics": "3", "coverage": "0.6667", "P@1": "0.5000"}
     assert table["all"] == {"reached": "4", "rubrics": "5", "coverage": "0.8000", "P@1": "0.7500"}
     assert "rubrics: those of the conversations each type's users played" in captured.err
     assert main([*base, "--unreached", "zero"]) == 0
     captured = capsys.readouterr()
-    table = _table(captured.out)
+    table = eval_table(captured.out)
     assert table["u1"] == {"reached": "2", "rubrics": "5", "coverage": "0.4000", "P@1": "0.4000"}
     assert table["u2"] == {"reached": "2", "rubrics": "5", "coverage": "0.4000", "P@1": "0.2000"}
     assert table["all"] == {"reached": "4", "rubrics": "10", "coverage": "0.4000", "P@1": "0.3000"}
@@ -87,13 +84,13 @@ def test_sim_measures_one_computation_unreached_said(three, capsys):
     base = ["eval-responses", f"r={dump}", "--rubrics", str(rubrics), "--measures", "SimRubricScore",
             "SimRubricCoverage"]
     assert main([*base, "--by", "user-type"]) == 0
-    rows = _table("\n".join(line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()))
+    rows = eval_table("\n".join(line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()))
     assert rows["u1"] == {"reached": "2", "rubrics": "2", "coverage": "1.0000", "SimRubricScore": "4.5000",
                           "SimRubricCoverage": "1.0000"}
     assert rows["u2"] == {"reached": "2", "rubrics": "3", "coverage": "0.6667", "SimRubricScore": "3.5000",
                           "SimRubricCoverage": "0.5000"}
     assert main([*base, "--by", "user-type", "--unreached", "zero"]) == 0
-    rows = _table("\n".join(line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()))
+    rows = eval_table("\n".join(line.split("\t", 1)[1] for line in capsys.readouterr().out.strip().splitlines()))
     assert (rows["u1"]["SimRubricScore"], rows["u2"]["SimRubricScore"]) == ("1.8000", "1.4000")
     for extra, score, said in (([], 11.5 / 3, "--unreached skip"), (["--unreached", "zero"], 3.5, "--unreached zero")):
         assert main([*base, "--format", "json", "--per-query", *extra]) == 0
