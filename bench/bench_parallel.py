@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import interleaved, machine_busy_s  # noqa: E402
+from common import interleaved, machine_busy_s, print_json  # noqa: E402
 from realistic import Generator  # noqa: E402
 
 
@@ -136,10 +136,7 @@ def main() -> None:
         print(json.dumps({n: found}), file=sys.stderr, flush=True)
     report["load_average_end"] = os.getloadavg()
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    print_json(report, args.out)
 
 
 if __name__ == "__main__":

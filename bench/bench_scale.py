@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ProcessTree, drop_cache, interleaved, machine_busy_s, timed  # noqa: E402
+from common import ProcessTree, drop_cache, interleaved, machine_busy_s, print_json, timed  # noqa: E402
 from realistic import Generator, check, write  # noqa: E402
 
 ORGANIZERS = 116_838_987
@@ -377,10 +377,7 @@ def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 def finish(report: dict[str, Any], out: Path | None, figure: Path | None) -> None:
     """Print the report's JSON, write it to ``out`` and draw ``figure`` where given."""
-    text = json.dumps(report, indent=2)
-    print(text)
-    if out:
-        out.write_text(text + "\n")
+    print_json(report, out)
     if figure:
         plot(report, figure)
 

@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmarks: synthetic ClueWeb22-style text, timing, peak memory of a process tree."""
+"""Helpers shared by the benchmarks: synthetic ClueWeb22-style text, timing, peak memory of a process tree, the
+report's JSON printed and written."""
 
 from __future__ import annotations
 
@@ -39,6 +40,14 @@ def write_clueweb22(folder: Path, documents: int, files: int = 4, seed: int = 0)
     for handle in handles:
         handle.close()
     return paths
+
+
+def print_json(report: Any, out: Path | None = None, indent: int = 2) -> None:
+    """Print ``report`` as indented JSON, and write the same text (and a newline) to ``out`` where given."""
+    text = json.dumps(report, indent=indent)
+    print(text)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
 
 
 def timed(function: Callable[[], object]) -> tuple[float, object]:

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import print_json  # noqa: E402
 
 ORGANIZERS = 116_838_987
 
@@ -68,11 +72,7 @@ def main() -> None:
     found = points(args.runs, args.index)
     if len(found) < 2:
         parser.error(f"{args.index}: fewer than two sizes with every ranking equal in {[str(p) for p in args.runs]}")
-    result = fit(found, args.threads)
-    text = json.dumps(result, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    print_json(fit(found, args.threads), args.out, indent=1)
 
 
 if __name__ == "__main__":
