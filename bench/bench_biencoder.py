@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import timed  # noqa: E402
+from common import provenance_jsonl, provenance_texts, timed  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "manual_biencoder.toml"
 
@@ -84,14 +84,8 @@ def main() -> None:
     results: dict[str, object] = {"load_average": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        texts: dict[str, str] = {}
-        for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-            for line in (args.data / name).read_text(encoding="utf-8").splitlines():
-                record = json.loads(line)
-                texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
-        (work / "passages.jsonl").write_text("".join(json.dumps({"id": k, "contents": v}) + "\n"
-                                                     for k, v in texts.items()), encoding="utf-8")
-        cli("index", "build", str(work / "passages.jsonl"), "--out", str(work / "index"), "--threads", "2")
+        passages, texts = provenance_jsonl(args.data, work / "passages.jsonl"), provenance_texts(args.data)
+        cli("index", "build", str(passages), "--out", str(work / "index"), "--threads", "2")
         run = ["run", str(CONFIG), "--topics", str(args.data / "test_topics.json"),
                "--index", str(work / "index"), "--cache", str(work / "cache")]
         cold = cli(*run, "--out", str(work / "cold"))

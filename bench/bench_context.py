@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import timed  # noqa: E402
+from common import provenance_jsonl, timed  # noqa: E402
 
 from ikatkit.pipelines import run_pipeline  # noqa: E402
 
@@ -65,14 +65,8 @@ TUNED = {("cascade", "ranker"): (0.7, 10), ("coherence", "ranker"): (0.1, 10), (
 def index_provenance(data: Path, work: Path) -> Path:
     from ikatkit.index.build import build_index
 
-    texts: dict[str, str] = {}
-    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-        for line in (data / name).read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
-    (work / "passages.jsonl").write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()))
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the report's JSON
-        build_index([work / "passages.jsonl"], work / "index", threads=2)
+        build_index([provenance_jsonl(data, work / "passages.jsonl")], work / "index", threads=2)
     return work / "index"
 
 

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import provenance_jsonl
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOKEN = "bench-token"
@@ -102,14 +103,7 @@ def index_of(data: Path, work: Path) -> Path:
     folder = work / "index-2023-894"
     if (folder / "manifest.json").exists():
         return folder
-    texts: dict[str, str] = {}
-    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-        for line in (data / name).read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
-    passages = work / "passages.jsonl"
-    passages.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()))
-    build_index([passages], folder, threads=2)
+    build_index([provenance_jsonl(data, work / "passages.jsonl")], folder, threads=2)
     return folder
 
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import timed  # noqa: E402
+from common import provenance_jsonl, timed  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "ikat" / "2023"
 STAGES = """name = "{name}"
@@ -62,14 +62,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        texts: dict[str, str] = {}
-        for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-            for line in (DATA / name).read_text(encoding="utf-8").splitlines():
-                r = json.loads(line)
-                texts.setdefault(f"{r['doc_id']}:{r['passage_id']}", r["passage_text"])
-        (work / "passages.jsonl").write_text("".join(json.dumps({"id": k, "contents": v}) + "\n"
-                                                     for k, v in texts.items()), encoding="utf-8")
-        build_index([work / "passages.jsonl"], work / "index", threads=2)
+        build_index([provenance_jsonl(DATA, work / "passages.jsonl")], work / "index", threads=2)
         conversation = json.loads((DATA / "test_topics.json").read_text(encoding="utf-8"))[0]
         conversation["turns"] = conversation["turns"][: args.turns]
         (work / "topics.json").write_text(json.dumps([conversation]), encoding="utf-8")

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from viewer_common import big_run, browse, passages_jsonl
+from common import provenance_jsonl
+from viewer_common import big_run, browse
 
 from ikatkit.viewer.build import build_viewer
 
@@ -75,7 +76,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        passages = passages_jsonl(args.data, folder)
+        passages = provenance_jsonl(args.data / "2023", folder / "passages.jsonl")
         runs = [big_run(args.data, folder, name, seed, args.references) for seed, name in enumerate(("a", "b"))]
         run_bytes = sum(p.stat().st_size for p in runs)
         start = time.perf_counter()

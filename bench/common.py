@@ -42,6 +42,24 @@ def write_clueweb22(folder: Path, documents: int, files: int = 4, seed: int = 0)
     return paths
 
 
+def provenance_texts(data: Path) -> dict[str, str]:
+    """The 894 distinct real passages of the 2023 topics (``data``: the iKAT 2023 folder) by id
+    (``doc_id:passage_id``), an id's first text kept, as tests/conftest.py's ``passages_jsonl`` keeps it."""
+    texts: dict[str, str] = {}
+    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
+        for line in (data / name).read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
+    return texts
+
+
+def provenance_jsonl(data: Path, path: Path) -> Path:
+    """:func:`provenance_texts` as passage JSONL (``{"id", "contents"}``) at ``path``."""
+    texts = provenance_texts(data)
+    path.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()), encoding="utf-8")
+    return path
+
+
 def print_json(report: Any, out: Path | None = None, indent: int = 2) -> None:
     """Print ``report`` as indented JSON, and write the same text (and a newline) to ``out`` where given."""
     text = json.dumps(report, indent=indent)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import provenance_jsonl
 
 STREAM = r"^clueweb22-(en\d+)"
 STRATEGIES = ("random", "cluster", "graph", "category")
@@ -59,12 +60,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     passages = work / "passages.jsonl"
     if not passages.exists():
-        texts: dict[str, str] = {}
-        for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-            for line in (ikat / name).read_text(encoding="utf-8").splitlines():
-                record = json.loads(line)
-                texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
-        passages.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()))
+        provenance_jsonl(ikat, passages)
     whole_index = work / "whole"
     build_index([passages], whole_index, threads=1)
     partition_index(whole_index, work / "random-2", "random", 2, seed=args.seed, threads=1)  # embeds the passages

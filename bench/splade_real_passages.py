@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from common import provenance_jsonl
 from splade_random import random_splade
 
 
@@ -44,14 +45,7 @@ def main() -> int:
     from ikatkit.topics import load_topics
 
     args.work.mkdir(parents=True, exist_ok=True)
-    texts: dict[str, str] = {}
-    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-        for line in (args.data / "2023" / name).read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
-    passages = args.work / "passages.jsonl"
-    passages.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()),
-                        encoding="utf-8")
+    passages = provenance_jsonl(args.data / "2023", args.work / "passages.jsonl")
     model = random_splade(args.work / "bert-base")
     index = args.work / "index"
     began = time.perf_counter()

@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from common import provenance_jsonl
+
 
 def prf(predicted: list[bool], gold: list[bool]) -> dict[str, float]:
     """Precision, recall and F1 of the positive class (0 where undefined), and accuracy."""
@@ -150,15 +152,8 @@ def build_provenance_index(data: Path, out: Path) -> Path:
     from ikatkit.index.build import build_index
 
     if not (out / "manifest.json").exists():
-        texts: dict[str, str] = {}
-        for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-            for line in (data / name).read_text(encoding="utf-8").splitlines():
-                record = json.loads(line)
-                texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
         out.parent.mkdir(parents=True, exist_ok=True)
-        jsonl = out.parent / "passages894.jsonl"
-        jsonl.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()),
-                         encoding="utf-8")
+        jsonl = provenance_jsonl(data, out.parent / "passages894.jsonl")
         with contextlib.redirect_stdout(sys.stderr):  # stdout is the report
             build_index([jsonl], out, threads=2)
     return out

@@ -28,18 +28,6 @@ def browse(url: str, *flags: str, width: int = 1400, height: int = 900) -> subpr
                               capture_output=True, text=True, timeout=300)
 
 
-def passages_jsonl(data: Path, out: Path) -> Path:
-    """The 894 distinct real passages of the 2023 topics as passage JSONL (``{"id", "contents"}``)."""
-    texts: dict[str, str] = {}
-    for name in ("train_provenance_passages.jsonl", "test_provenance_passages.jsonl"):
-        for line in (data / "2023" / name).read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            texts.setdefault(f"{record['doc_id']}:{record['passage_id']}", record["passage_text"])
-    path = out / "passages.jsonl"
-    path.write_text("".join(json.dumps({"id": k, "contents": v}) + "\n" for k, v in texts.items()), encoding="utf-8")
-    return path
-
-
 def runs_2023(data: Path, out: Path) -> dict[str, Path]:
     """Two official 2023 runs of the test topics from the SPLADE reference run: ``automatic`` its ranking, ``manual``
     its top 10 reversed and the gold PTKB statements; each response the canonical response's first 40 words with

@@ -13,7 +13,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from viewer_common import browse, passages_jsonl, runs_2023
+from common import provenance_jsonl
+from viewer_common import browse, runs_2023
 
 from ikatkit.viewer.build import build_viewer
 
@@ -33,7 +34,7 @@ def main() -> int:
         offline = build_viewer([f"{n}={p}" for n, p in runs.items()], folder / "view-2023",
                                topics=str(year / "test_topics.json"), qrels=str(year / "qrels.txt"),
                                ptkb_qrels=str(year / "ptkb_qrels.nist.txt"),
-                               passages=[str(passages_jsonl(args.data, folder))]).parent
+                               passages=[str(provenance_jsonl(args.data / "2023", folder / "passages.jsonl"))]).parent
         released = args.data / "2025-released"
         interactive = build_viewer([str(p) for p in sorted((released / "interactive-runs").glob("*.jsonl"))],
                                    folder / "view-2025", rubrics=str(released / "rubrics.json"),
