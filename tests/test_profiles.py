@@ -7,21 +7,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ikatkit.cli import main
 from ikatkit.interactive.client import ApiClient
-from ikatkit.llm.server import free_port
 from ikatkit.simulate import profiles as pr
 from ikatkit.simulate.users import FAREWELL
 from ikatkit.studies.robustness import sessions
 from ikatkit.topics import load_topics
 
-from serving import wait_until_serving
+from serving import simulate_process
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TOKEN = "local-test-token"
@@ -238,15 +235,9 @@ def test_simulate_profile_cooperative_answer_then_impatient_leave(ikat2023, tmp_
     """`ikatkit simulate --profile cooperative+impatient` replaying conversation 9-1 of the 2023 test topics: the
     system asks about allergies, the user answers from its PTKB (statement 7, "I'm allergic to soybeans.") before
     its recorded turn 2; two answers in a row that share no word with its need make it leave."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(SRC), "IKAT_API_TOKEN": TOKEN}
-    server = subprocess.Popen([sys.executable, "-m", "ikatkit.cli", "simulate", "--topics",
-                               str(ikat2023 / "test_topics.json"), "--conversations", "9-1", "--profile",
-                               "cooperative+impatient", "--seed", "3", "--port", str(port)],
-                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(server, url, 90, lambda: server.stderr.read().decode())  # type: ignore[union-attr]
+    args = ["--topics", str(ikat2023 / "test_topics.json"), "--conversations", "9-1", "--profile",
+            "cooperative+impatient", "--seed", "3"]
+    with simulate_process(args, tmp_path, TOKEN, 90) as url:
         client = ApiClient(url, TOKEN)
         first = client.start("profiled", "d", {})
         assert first["utterance"] == "Can you help me find a diet for myself?"
@@ -259,9 +250,6 @@ def test_simulate_profile_cooperative_answer_then_impatient_leave(ikat2023, tmp_
         assert last["utterance"] == FAREWELL and last["last_response_of_session"] and last["last_response_of_run"]
         rows = client.dump("profiled")
         client.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     metas = [r["responses"][0]["user_meta"] for r in rows]
     assert [m["profile"] for m in metas] == ["cooperative+impatient"] * 4 and {m["seed"] for m in metas} == {3}
     assert metas[1]["answered_with_ptkb"] == "7" and "answered_with_ptkb" not in metas[0]

@@ -16,7 +16,7 @@ from ikatkit.interactive.client import ApiClient
 from ikatkit.llm.server import free_port, llama_cpp_server
 from ikatkit.simulate.users import FAREWELL
 
-from serving import wait_until_serving
+from serving import simulate_process, wait_until_serving
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TOKEN = "local-test-token"
@@ -57,16 +57,9 @@ def test_llm_users_talk_through_the_configured_llama_cpp_server(llm_url, demo_di
     config = tmp_path / "users.toml"
     config.write_text(f'[llm]\nbackend = "openai"\nmodel = "smollm2"\nbase_url = "{llm_url}"\n'
                       'max_new_tokens = 24\n', encoding="utf-8")
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(SRC), "IKAT_API_TOKEN": TOKEN}
-    env.pop("OPENAI_API_KEY", None)  # a loopback server needs no key
-    server = subprocess.Popen([sys.executable, "-m", "ikatkit.cli", "simulate", "--topics",
-                               str(demo_dir / "topics.json"), "--conversations", "demo-1", "--users", "llm",
-                               "--llm-config", str(config), "--max-turns", "1", "--port", str(port)],
-                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(server, url, 60, lambda: server.stderr.read().decode())  # type: ignore[union-attr]
+    args = ["--topics", str(demo_dir / "topics.json"), "--conversations", "demo-1", "--users", "llm", "--llm-config",
+            str(config), "--max-turns", "1"]
+    with simulate_process(args, tmp_path, TOKEN, 60) as url:
         client = ApiClient(url, TOKEN)
         first = client.start("cfg", "d", {})
         assert first["utterance"].strip() and not first["last_response_of_session"]
@@ -74,9 +67,6 @@ def test_llm_users_talk_through_the_configured_llama_cpp_server(llm_url, demo_di
         assert last["utterance"] == FAREWELL and last["last_response_of_run"]  # --max-turns 1
         rows = client.dump("cfg")
         client.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     meta = rows[0]["responses"][0]["user_meta"]
     assert meta["rubric"] and "fallback" not in meta  # the first utterance came from the server's model
 
