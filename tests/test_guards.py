@@ -3,7 +3,6 @@ documented fallback, noted on the record and counted; the stages' fallbacks run 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -18,6 +17,8 @@ from ikatkit.pipelines.demo import demo_data
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.stages.core import GenerateAnswer, GenerateQueries, Respond, Rewrite
 from ikatkit.topics import load_topics
+
+from chat_double import completion, send_json
 
 # Outputs SmolLM2-135M-Instruct (Q4_1, greedy) gave on the demo topics before the guards (issue 21).
 COPIED_REWRITE = "User: How much protein do I need each day?"
@@ -349,22 +350,12 @@ def test_no_real_response_loops_on_a_phrase(ikat2023, nuggets_2024):
 class _EmptyChat(BaseHTTPRequestHandler):
     """An OpenAI-compatible server on loopback whose every completion is empty (each rewrite is refused)."""
 
-    def _send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:  # noqa: N802
-        self._send({"object": "list", "data": [{"id": "m", "object": "model", "created": 0, "owned_by": "test"}]})
+        send_json(self, {"object": "list", "data": [{"id": "m", "object": "model", "created": 0, "owned_by": "test"}]})
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self._send({"id": "1", "object": "chat.completion", "created": 0, "model": "m",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}})
+        send_json(self, completion("", 3, 0))
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -15,6 +14,8 @@ from ikatkit.llm.cache import DiskCache, cache_key
 from ikatkit.llm.parse import parse_ptkb_classification, parse_queries, parse_rewrite
 from ikatkit.llm.prompts import TASKS, render
 from ikatkit.llm.server import llama_cpp_server
+
+from chat_double import completion, send_json
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
@@ -194,16 +195,8 @@ class _Double(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         status = self.script.pop(0) if self.script else 200
-        body = {"error": {"message": "scripted", "type": "x"}} if status != 200 else {
-            "id": "1", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        body = {"error": {"message": "scripted", "type": "x"}} if status != 200 else completion("ok", 3, 1)
+        send_json(self, body, status)
 
     def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
         pass

@@ -15,6 +15,8 @@ from ikatkit.llm.base import LLM
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.stages.refine import RefineResponse, clean_output, majority
 
+from chat_double import completion, send_json
+
 PASSAGE = "the red fox jumps over the lazy dog near the river bank"
 QUESTION = "where does the fox jump"
 GOOD = PASSAGE                                   # all three metrics high: sufficient
@@ -231,14 +233,7 @@ def test_openai_backend_sends_one_seeded_request_per_candidate(monkeypatch, tmp_
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             bodies.append(body)
-            data = json.dumps({"id": "1", "object": "chat.completion", "created": 0, "model": "m", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": f"s{body['seed']}"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, completion(f"s{body['seed']}", 1, 1))
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -21,6 +21,7 @@ import pytest
 from conftest import IKAT_DATA
 from ikatkit.cli import main
 
+from chat_double import send_json
 from stops import start, stop_when
 
 RUN = "infosense_llama_pssgqrs_wghtdrerank_1_run"  # a 2024 automatic run with short responses
@@ -47,11 +48,7 @@ class Relay(BaseHTTPRequestHandler):
         except urllib.error.HTTPError as err:
             status, data = err.code, err.read()
         ANSWERED.append(self.path)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, data, status)
 
     def log_message(self, *args: object) -> None:
         pass
