@@ -147,14 +147,18 @@ def _cli(args: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def _comparison(command: str, runs: Runs, out: Path) -> tuple[int, str, str]:
+    """``ikatkit compare`` or ``report`` of both runs with passage and PTKB qrels, TRACK and ROUGE measures."""
+    return _cli([command, *(f"{n}={p}" for n, p in runs.paths.items()), "--qrels", str(runs.year / "qrels.txt"),
+                 "--ptkb-qrels", str(runs.year / "ptkb_qrels.nist.txt"),
+                 "--topics", str(runs.year / "test_topics.json"), "--measures", *TRACK, *ROUGE, "--out", str(out)])
+
+
 @pytest.fixture(scope="module")
 def compared(runs, tmp_path_factory) -> tuple[Path, str]:
     """``ikatkit compare manual automatic`` with passage and PTKB qrels and ROUGE: its folder and terminal text."""
     out = tmp_path_factory.mktemp("compare")
-    code, printed, err = _cli(["compare", *(f"{n}={p}" for n, p in runs.paths.items()), "--qrels",
-                               str(runs.year / "qrels.txt"), "--ptkb-qrels", str(runs.year / "ptkb_qrels.nist.txt"),
-                               "--topics", str(runs.year / "test_topics.json"),
-                               "--measures", *TRACK, *ROUGE, "--out", str(out)])
+    code, printed, err = _comparison("compare", runs, out)
     assert code == 0, err
     return out, printed
 
@@ -163,10 +167,7 @@ def compared(runs, tmp_path_factory) -> tuple[Path, str]:
 def reported(runs, tmp_path_factory) -> Path:
     """``ikatkit report`` of the same comparison: the HTML file."""
     out = tmp_path_factory.mktemp("report")
-    code, _, err = _cli(["report", *(f"{n}={p}" for n, p in runs.paths.items()), "--qrels",
-                         str(runs.year / "qrels.txt"), "--ptkb-qrels", str(runs.year / "ptkb_qrels.nist.txt"),
-                         "--topics", str(runs.year / "test_topics.json"),
-                         "--measures", *TRACK, *ROUGE, "--out", str(out)])
+    code, _, err = _comparison("report", runs, out)
     assert code == 0, err
     return out / "report.html"
 
