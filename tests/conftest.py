@@ -106,6 +106,16 @@ def passages_index(passages_jsonl, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def ray_local():
+    """A real local Ray of 2 CPUs for the session (index dense and index sparse encode on it)."""
+    from ikatkit.raycluster import connect
+
+    ray = connect(None, num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
 def demo_dir() -> Path:
     """The embedded demo collection, topics and judgements (src/ikatkit/data/demo; always present)."""
     from ikatkit.pipelines.demo import demo_data

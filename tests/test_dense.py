@@ -14,15 +14,6 @@ from ikatkit.errors import IkatError
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def ray_local():
-    from ikatkit.raycluster import connect
-
-    ray = connect(None, num_cpus=2)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.fixture(scope="module")
 def dense_index(judged, ray_local, tmp_path_factory) -> Path:
     """The passages of the Lucene index, encoded in 3 shards (OpenVINO, the default on CPU), faiss Flat."""
