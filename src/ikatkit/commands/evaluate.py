@@ -19,8 +19,10 @@ from ikatkit.evaluate.user_types import RUBRIC_TURNS
 
 if TYPE_CHECKING:
     from ikatkit.evaluate.evaluate import EvalResult
+    from ikatkit.evaluate.qrels import Qrels
     from ikatkit.evaluate.user_types import TypeTable
     from ikatkit.runs.model import Run
+    from ikatkit.topics import Topics
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -98,16 +100,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     if args.ptkb and args.classify:
         result = _ptkb_classification(args)
     elif args.ptkb:
-        from ikatkit.evaluate.ptkb_classify import check_run_fits_ptkb_qrels
-        from ikatkit.evaluate.qrels import load_qrels
-        from ikatkit.runs.io import load_records, read_run
-        from ikatkit.topics import load_topics
-
-        topics = load_topics(args.topics) if args.topics else None
-        run = read_run(args.run, topics=topics)
-        fmt = load_records(args.run)[0]
-        qrels = load_qrels(args.qrels)
-        check_run_fits_ptkb_qrels(run, fmt, qrels, topics.year if topics else None)
+        run, fmt, qrels, _ = _ptkb_inputs(args)
         rankings: Run | dict[str, dict[str, float]] = run
         if fmt == "dict":  # {qid: {ptkb_key: score}}: the keys are PTKB keys
             rankings = {t.turn_id: dict(t.ranking()) for t in run.turns}
@@ -199,8 +192,9 @@ def _add_ptkb_classify(p: argparse.ArgumentParser) -> None:
                         "2025 NIST PTKB grades are 0-4, 2023/2024 ones 0/1)")
 
 
-def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
-    from ikatkit.evaluate.ptkb_classify import check_run_fits_ptkb_qrels, classify_ptkb
+def _ptkb_inputs(args: argparse.Namespace) -> tuple[Run, str, Qrels, Topics | None]:
+    """``eval --ptkb``'s run with its format, the PTKB qrels and the topics (if given), checked to fit each other."""
+    from ikatkit.evaluate.ptkb_classify import check_run_fits_ptkb_qrels
     from ikatkit.evaluate.qrels import load_qrels
     from ikatkit.runs.io import load_records, read_run
     from ikatkit.topics import load_topics
@@ -210,6 +204,13 @@ def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
     fmt = load_records(args.run)[0]
     qrels = load_qrels(args.qrels)
     check_run_fits_ptkb_qrels(run, fmt, qrels, topics.year if topics else None)
+    return run, fmt, qrels, topics
+
+
+def _ptkb_classification(args: argparse.Namespace) -> EvalResult:
+    from ikatkit.evaluate.ptkb_classify import classify_ptkb
+
+    run, fmt, qrels, topics = _ptkb_inputs(args)
     listed = fmt in ("dict", "trec")  # PTKB keys ranked or listed per turn: each one is cited
     cited = {t.turn_id: dict(t.ranking()) for t in run.turns} if listed else run
     result = classify_ptkb(cited, qrels, args.rel, topics, args.missing)
