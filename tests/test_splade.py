@@ -352,6 +352,49 @@ def test_hybrid_config_fuses_splade_with_bm25(sparse_index, passages_index, ikat
                                                               weights=[0.3, 0.7])
 
 
+def test_search_command_writes_splade_and_hybrid_runs(sparse_index, passages_index, ikat2023, tmp_path):
+    """`ikatkit search --sparse` writes the SPLADE searcher's rankings as a TREC run named splade; with --index, the
+    weighted fusion of BM25's and SPLADE's lists at --sparse-weight (BM25 the rest)."""
+    from ikatkit.cli import main
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.retrieve.fusion import weighted
+    from ikatkit.retrieve.splade import SpladeSearcher
+
+    queries = _queries(ikat2023, 4)
+    query_file = tmp_path / "queries.tsv"
+    query_file.write_text("".join(f"{qid}\t{text}\n" for qid, text in queries.items()), encoding="utf-8")
+    alone, hybrid = tmp_path / "splade.trec", tmp_path / "hybrid.trec"
+    assert main(["search", "--sparse", str(sparse_index), "--queries", str(query_file), "--k", "20",
+                 "--out", str(alone)]) == 0
+    assert main(["search", "--sparse", str(sparse_index), "--index", str(passages_index), "--fusion", "weighted",
+                 "--sparse-weight", "0.7", "--queries", str(query_file), "--k", "20", "--out", str(hybrid)]) == 0
+    splade = SpladeSearcher(sparse_index).batch_search(queries, 20)
+    bm25 = Bm25Searcher(passages_index).batch_search(queries, 20)
+    for path, name in ((alone, "splade"), (hybrid, "bm25+splade")):
+        rows = [line.split() for line in path.read_text().splitlines()]
+        assert {r[5] for r in rows} == {name} and {r[0] for r in rows} == set(queries)
+        for qid in queries:
+            written = [(r[2], float(r[4])) for r in rows if r[0] == qid]
+            expected = splade[qid] if path == alone else weighted([bm25[qid], splade[qid]], k=20, weights=[0.3, 0.7])
+            assert expected and [pid for pid, _ in written] == [pid for pid, _ in expected]
+            assert [s for _, s in written] == pytest.approx([s for _, s in expected], abs=1e-4)
+
+
+@pytest.mark.parametrize(("weights", "said"), [
+    (["--sparse", "s", "--dense-weight", "0.3", "--fusion", "weighted"], "--dense-weight without --dense"),
+    (["--sparse", "s", "--index", "i", "--sparse-weight", "0.7"], "weights are for the weighted fusion"),
+    (["--sparse", "s", "--dense", "d", "--index", "i", "--fusion", "weighted", "--sparse-weight", "0.7",
+      "--dense-weight", "0.5"], "the named weights sum to 1.2, not 1"),
+    (["--sparse", "s", "--index", "i", "--fusion", "weighted", "--sparse-weight", "1.5"], "not in [0, 1]"),
+])
+def test_search_fusion_weights_are_checked_before_anything_loads(weights, said, tmp_path, capsys):
+    from ikatkit.cli import main
+
+    assert main(["search", *weights, "--queries", str(tmp_path / "none.tsv"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and " — fix: " in err and err.count("\n") == 1
+
+
 def test_missing_model_and_wrong_index_are_one_clear_error(passages_index, sparse_index, monkeypatch):
     from ikatkit.index.splade import load_splade
     from ikatkit.retrieve.bm25 import Bm25Searcher

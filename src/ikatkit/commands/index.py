@@ -27,7 +27,8 @@ SHOWN_PROBLEMS = 5  # skipped records named on the terminal; the manifest keeps 
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("index", help="build a Lucene BM25 index, show its stats, look up a passage")
+    p = sub.add_parser("index", help="build BM25, dense (faiss), SPLADE (impact) and partitioned indexes; stats, "
+                                      "get a passage, verify")
     isub = p.add_subparsers(dest="index_command", required=True)
     b = isub.add_parser("build", help="index a collection (ClueWeb22 records are segmented the iKAT way)")
     b.add_argument("inputs", nargs="+", help="collection files or folders")
@@ -72,10 +73,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     _add_ray_encoding(d, build_dense)
     d.add_argument("--format", default="auto", choices=["auto", *FORMATS])
     d.add_argument("--splitter", default="auto", choices=SPLITTERS)
-    sp = isub.add_parser("sparse", help="encode passages with SPLADE on Ray, build a Lucene impact index (Anserini)",
+    sp = isub.add_parser("sparse", help="encode passages with SPLADE on Ray, build a Lucene impact index (Anserini's)",
                          description="Passages are read as `index dense` reads them, encoded into quantized SPLADE "
                                      "term weights by Ray actors (JSON vector shards: a killed job resumes with the "
-                                     "shards not yet finished), then indexed by Anserini as an impact index.")
+                                     "shards not yet finished), then indexed as Anserini's impact index (by ikatkit's "
+                                     "ImpactIndexer where a JDK compiles its Java helpers, else by Anserini's "
+                                     "IndexCollection). Search it with `ikatkit search --sparse` or a splade "
+                                     "resource.")
     sp.add_argument("inputs", nargs="+", help="a Lucene index of `index build`, or collection files or folders")
     sp.add_argument("--out", required=True, help="sparse index folder (re-running a finished one does nothing)")
     sp.add_argument("--model", default=default(build_sparse, "model"),

@@ -15,6 +15,7 @@ from ikatkit.rank.standalone import rerank_run
 from ikatkit.retrieve.bm25 import Bm25Searcher
 from ikatkit.retrieve.fusion import METHODS
 from ikatkit.retrieve.search import search
+from ikatkit.retrieve.splade import SpladeSearcher
 from ikatkit.topics import QUERY_KINDS
 
 if TYPE_CHECKING:
@@ -38,24 +39,33 @@ def _ranker_arguments(p: argparse.ArgumentParser, kind: str) -> None:
 
 
 def _add_search(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("search", help="BM25 (+RM3), dense or hybrid search of the topics' queries or a query file; "
-                                       "writes a TREC run")
+    p = sub.add_parser("search", help="BM25 (+RM3), dense, learned sparse (SPLADE) or hybrid search of the topics' "
+                                       "queries or a query file; writes a TREC run")
     p.add_argument("--index", help="Lucene index (BM25)")
-    p.add_argument("--dense", help="dense index of `ikatkit index dense`; with --index: hybrid, fused by --fusion")
+    p.add_argument("--dense", help="dense index of `ikatkit index dense`; with --index or --sparse: hybrid, fused by "
+                                   "--fusion")
+    p.add_argument("--sparse", help="SPLADE impact index of `ikatkit index sparse` (or Anserini's, with "
+                                    "--sparse-model); with --index or --dense: hybrid, fused by --fusion")
+    p.add_argument("--sparse-model", help="--sparse's query encoder (default: the index manifest's model)")
+    p.add_argument("--device", help="where --sparse encodes the queries (default: the CPU), e.g. cuda")
+    p.add_argument("--threads", type=int, default=default(SpladeSearcher, "threads"),
+                   help="Java threads of the --sparse search (default %(default)s)")
     p.add_argument("--fusion", choices=METHODS, default="rrf",
                    help="hybrid: rrf, reciprocal rank fusion (k=60); weighted, min-max normalised scores weighted; "
                         "interleave, round robin")
-    p.add_argument("--dense-weight", type=float, default=0.5,
-                   help="weighted fusion: dense's weight (BM25: 1 - it; default: equal weights)")
+    p.add_argument("--dense-weight", type=float,
+                   help="weighted fusion: dense's weight (the unnamed lists share what is left of 1; default: equal "
+                        "weights)")
+    p.add_argument("--sparse-weight", type=float, help="weighted fusion: --sparse's weight (as --dense-weight)")
     p.add_argument("--topics", help="topic JSON (needed for --queries raw|manual)")
     p.add_argument("--queries", default="manual", metavar="|".join(QUERY_KINDS) + "|FILE",
                    help="raw or resolved utterances of --topics, or a file of 'qid<TAB>text' lines (own rewrites)")
-    p.add_argument("--k", type=int, default=default(search, "k"))
+    p.add_argument("--k", type=int, default=default(search, "k"), help="passages per query (default %(default)s)")
     p.add_argument("--k1", type=float, default=default(Bm25Searcher, "k1"))
     p.add_argument("--b", type=float, default=default(Bm25Searcher, "b"))
     p.add_argument("--rm3", action="store_true", help="RM3 expansion (fb_terms 10, fb_docs 10, weight 0.5)")
     p.add_argument("--out", required=True, help="TREC run file")
-    p.add_argument("--run-name", default="bm25")
+    p.add_argument("--run-name", help="default: what was searched, e.g. bm25, splade, bm25+dense")
     p.add_argument("--run-type", choices=["automatic", "manual"],
                    help="default: manual for --queries manual, else automatic")
 
@@ -65,24 +75,56 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         from ikatkit.runs.io import write_run
         from ikatkit.runs.model import ranking_run
 
-        if not args.index and not args.dense:
-            raise IkatError("nothing to search", fix="pass --index (BM25), --dense (dense) or both (hybrid)")
+        if not args.index and not args.dense and not args.sparse:
+            raise IkatError("nothing to search", fix="pass --index (BM25), --dense (dense), --sparse (SPLADE) or "
+                                                     "several (hybrid)")
+        weights = _fusion_weights(args)
         queries = queries_for(args.queries, args.topics)
-        searchers: list[Bm25Searcher | DenseSearcher] = (
+        searchers: list[Bm25Searcher | DenseSearcher | SpladeSearcher] = (
             [Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)] if args.index else [])
         if args.dense:
             from ikatkit.retrieve.dense import DenseSearcher
 
             searchers.append(DenseSearcher(args.dense, args.index))
+        if args.sparse:
+            searchers.append(SpladeSearcher(args.sparse, args.sparse_model, args.threads, args.device))
         found = search_all(searchers, queries, args.k)
-        hits = found[0] if len(found) == 1 else fuse_per_query(found, args.fusion, args.k,
-                                                               [1 - args.dense_weight, args.dense_weight])
+        hits = found[0] if len(found) == 1 else fuse_per_query(found, args.fusion, args.k, weights)
         run_type = args.run_type or ("manual" if args.queries == "manual" else "automatic")
-        write_run(ranking_run(args.run_name, run_type, hits), args.out, "trec")
+        name = args.run_name or "+".join(kind for kind, path in (("bm25", args.index), ("dense", args.dense),
+                                                                  ("splade", args.sparse)) if path)
+        write_run(ranking_run(name, run_type, hits), args.out, "trec")
         print(f"wrote {sum(map(len, hits.values()))} hits for {len(queries)} queries to {args.out}")
         return 0
 
     p.set_defaults(func=run)
+
+
+def _fusion_weights(args: argparse.Namespace) -> list[float] | None:
+    """The weighted fusion's weights of the lists searched (BM25, dense, sparse, in that order): ``--dense-weight``
+    and ``--sparse-weight`` as named, the lists without one sharing what is left of 1 equally."""
+    lists = {"--index": (args.index, None), "--dense": (args.dense, args.dense_weight),
+             "--sparse": (args.sparse, args.sparse_weight)}
+    for option, (path, weight) in lists.items():
+        if weight is not None and not path:
+            raise IkatError(f"{option}-weight without {option}", where=f"{option}-weight",
+                            fix=f"add {option} DIR, or leave out {option}-weight")
+        if weight is not None and not 0 <= weight <= 1:
+            raise IkatError(f"{option}-weight {weight} is not in [0, 1]", where=f"{option}-weight",
+                            fix="give a weight between 0 and 1")
+    searched = [weight for path, weight in lists.values() if path]
+    if args.fusion != "weighted" or len(searched) < 2:
+        if any(w is not None for w in searched):
+            raise IkatError("weights are for the weighted fusion of two or more lists",
+                            where="--dense-weight/--sparse-weight", fix="search two or more of --index/--dense/"
+                            "--sparse with --fusion weighted, or leave out the weights")
+        return None
+    left = 1 - sum(w for w in searched if w is not None)
+    unnamed = searched.count(None)
+    if left < -1e-9 or (left > 1e-9 and not unnamed):
+        raise IkatError(f"the named weights sum to {1 - left:g}, not 1", where="--dense-weight/--sparse-weight",
+                        fix="give weights that sum to 1, or leave one list's weight out (it takes what is left)")
+    return [left / unnamed if w is None else w for w in searched]
 
 
 def _add_rerank(sub: argparse._SubParsersAction) -> None:
