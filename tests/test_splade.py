@@ -28,15 +28,6 @@ PASSAGES, SHARD = 40, 5  # 8 shards: a stop after the first lands while most are
 
 
 @pytest.fixture(scope="session")
-def ray_local():
-    from ikatkit.raycluster import connect
-
-    ray = connect(None, num_cpus=2)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="session")
 def models(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("splade-models")
 
