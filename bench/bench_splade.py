@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import interleaved, machine_busy_s  # noqa: E402
+from common import interleaved, machine_busy_s, print_json  # noqa: E402
 
 COLLECTION = 116_838_987  # passages of the iKAT collection
 SHARD = 100_000
@@ -224,10 +224,7 @@ def main() -> None:
     report["search"] = search(index, queries, args.threads, args.repeats)
     if args.encode:
         report["encoding_cpu"] = encoding(args.encode, args.root)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    print_json(report, args.out)
 
 
 if __name__ == "__main__":
