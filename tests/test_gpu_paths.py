@@ -4,6 +4,7 @@ equal to the plain ones, the static KV cache's logits equal the eager ones. GPU-
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,28 @@ def test_gpu_bench_says_it_needs_cuda():
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
         "bench/gpu/run.py needs a CUDA GPU (PyTorch sees none here); docs/benchmarks.md#gpu says how it runs"]
+
+
+def test_gpu_bench_rehearses_every_part_on_the_cpu(tmp_path):
+    """`bench/gpu/run.py --rehearse`: every part of the GPU bench runs through ikatkit's classes on the CPU at toy
+    sizes without an error (the script checked before a GPU machine's minutes are spent); where both sides of a
+    comparison run float32 on the CPU, they agree."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu" / "run.py"), "--rehearse", "--turns", "1",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    parts = json.loads((tmp_path / "gpu.json").read_text(encoding="utf-8"))
+    assert list(parts) == ["environment", "dense_encoder_minilm_l6", "bi_encoder_minilm_l6", "cross_encoder_minilm_l6",
+                           "splade_encoder_bert_base", "cross_encoder_minilm_l12", "llama_2_7b_fp16",
+                           "llama_2_7b_4bit", "rtg_turn_end_to_end", "llama_3_8b_fp16"]
+    assert not [name for name, part in parts.items() if "error" in part or "skipped" in part
+                and name != "llama_2_7b_4bit"]
+    assert parts["environment"]["gpu"].startswith("none: a rehearsal")
+    assert parts["dense_encoder_minilm_l6"]["min_cosine_vs_fp32"] > 1 - 1e-6
+    assert parts["bi_encoder_minilm_l6"]["max_score_diff_vs_batch1_fp32_300"] < 1e-4
+    for layers in (6, 12):
+        assert parts[f"cross_encoder_minilm_l{layers}"]["top10_same_as_fp32"] is True
+    assert parts["splade_encoder_bert_base"]["terms_per_passage"] > 0
+    for shape in ("llama_2_7b_fp16", "llama_3_8b_fp16"):
+        assert set(parts[shape]) == {"eager", "static", "seconds"}
+        assert all(parts[shape][d]["batch8_tokens_per_s"] > 0 for d in ("eager", "static"))
+    assert parts["rtg_turn_end_to_end"]["turns"] == 1

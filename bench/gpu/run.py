@@ -1,6 +1,6 @@
 """ikatkit's GPU paths measured on one CUDA GPU through ikatkit's own classes (issue 59): one command,
 
-    python bench/gpu/run.py [--out DIR] [--budget SECONDS] [--turns N]
+    python bench/gpu/run.py [--out DIR] [--budget SECONDS] [--turns N] [--rehearse]
 
 Models are of the real shapes with random weights, built on the GPU (bench/gpu/shapes.py; nothing is downloaded):
 all-MiniLM-L6-v2 (the dense encoder and the bi-encoder ranker), MiniLM-L6 and -L12 cross-encoders, SPLADE++'s
@@ -8,7 +8,9 @@ BERT-base masked LM (issue 60), Llama-2-7B and Llama-3-8B. Beside each figure it
 from the GPU's matrix rate and copy bandwidth measured first in the same run. Results: DIR/gpu.json (default
 ``$OUT``, else bench/gpu/out), written after each part, so a run cut short keeps what it measured; parts that would
 pass ``--budget`` are skipped, said so. Without a CUDA GPU it exits at once (status 2) with one line saying it needs
-one. It needs ikatkit's source beside it (``src/`` is put on the path) and the image's torch, transformers and
+one; ``--rehearse`` runs every part on the CPU at toy sizes instead (a tiny Llama for the 7B and 8B shapes, SPLADE
+cut to 2 layers), so that a script error shows here, not in the GPU machine's minutes (a test runs it). It needs
+ikatkit's source beside it (``src/`` is put on the path) and the image's torch, transformers and
 sentence-transformers; the 4-bit part runs where bitsandbytes imports (carry its wheel).
 """
 
@@ -17,12 +19,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,27 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 NEEDS = "bench/gpu/run.py needs a CUDA GPU (PyTorch sees none here); docs/benchmarks.md#gpu says how it runs"
 QUERY = "w1 w2 w3 protein marathon runner"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the parts run: the GPU at the real sizes, or (a rehearsal) the CPU at toy sizes."""
+
+    rehearsal: bool = False
+
+    @property
+    def device(self) -> str:
+        return "cpu" if self.rehearsal else "cuda"
+
+    def count(self, real: int, toy: int) -> int:
+        return toy if self.rehearsal else real
+
+    def shape(self, real: str) -> str:
+        """The Llama shape the part builds: ``real``, or the tiny one in a rehearsal."""
+        return "tiny" if self.rehearsal else real
+
+
+RUN = Target()  # main() sets it
 
 
 class Bench:
@@ -58,10 +85,11 @@ class Bench:
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     import torch
 
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if RUN.device == "cuda" else (lambda: None)
+    sync()
     began = time.perf_counter()
     value = fn()
-    torch.cuda.synchronize()
+    sync()
     return value, time.perf_counter() - began
 
 
@@ -70,17 +98,18 @@ def ceilings() -> dict[str, Any]:
     import torch
 
     rates = {}
+    side, size = RUN.count(8192, 256), RUN.count(2 ** 30, 2 ** 22)
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
+        a = torch.randn(side, side, device=RUN.device, dtype=dtype)
         for _ in range(3):
             a @ a
         _, seconds = timed(lambda: [a @ a for _ in range(10)])
-        rates[str(dtype).removeprefix("torch.")] = round(10 * 2 * 8192 ** 3 / seconds / 1e12, 1)
-    block = torch.empty(2 ** 30, dtype=torch.uint8, device="cuda")
+        rates[str(dtype).removeprefix("torch.")] = round(10 * 2 * side ** 3 / seconds / 1e12, 4)
+    block = torch.empty(size, dtype=torch.uint8, device=RUN.device)
     copy = torch.empty_like(block)
     copy.copy_(block)
     _, seconds = timed(lambda: [copy.copy_(block) for _ in range(10)])
-    return {"matmul_tflops": rates, "copy_tb_s_read_plus_write": round(10 * 2 * 2 ** 30 / seconds / 1e12, 2)}
+    return {"matmul_tflops": rates, "copy_tb_s_read_plus_write": round(10 * 2 * size / seconds / 1e12, 4)}
 
 
 def environment() -> dict[str, Any]:
@@ -88,8 +117,12 @@ def environment() -> dict[str, Any]:
     import torch
     import transformers
 
-    props = torch.cuda.get_device_properties(0)
-    return {"gpu": props.name, "memory_gib": round(props.total_memory / 2 ** 30, 1), "cpus": os.cpu_count(),
+    if RUN.rehearsal:
+        gpu: dict[str, Any] = {"gpu": "none: a rehearsal on the CPU (toy sizes; no figure means anything)"}
+    else:
+        props = torch.cuda.get_device_properties(0)
+        gpu = {"gpu": props.name, "memory_gib": round(props.total_memory / 2 ** 30, 1)}
+    return {**gpu, "cpus": os.cpu_count(),
             "torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
             "sentence_transformers": sentence_transformers.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **ceilings()}
@@ -111,12 +144,12 @@ def dense_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
     import shapes
 
     folder = shapes.minilm(work / "minilm-bi", "bi")
-    texts = shapes.passages(60_000)
-    fast = Encoder(str(folder), device="cuda")
+    texts = shapes.passages(RUN.count(60_000, 32))
+    fast = Encoder(str(folder), device=RUN.device)
     tokens = float(np.mean([len(ids) for ids in fast.model.tokenizer(texts[:2000])["input_ids"]]))
     fast.encode(texts[:4096])
     half, seconds = timed(lambda: fast.encode(texts))
-    exact = Encoder(str(folder), device="cuda", dtype="float32")
+    exact = Encoder(str(folder), device=RUN.device, dtype="float32")
     exact.encode(texts[:1024], batch_size=256)
     full, seconds32 = timed(lambda: exact.model.encode(texts[:20_000], batch_size=256, normalize_embeddings=True,
                                                        convert_to_numpy=True, show_progress_bar=False))
@@ -140,19 +173,20 @@ def splade_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
     from ikatkit.index.splade import SpladeEncoder
     import shapes
 
-    folder = shapes.splade(work / "splade")
-    texts = shapes.passages(4096)
-    encoder = SpladeEncoder(str(folder), device="cuda")
+    folder = shapes.splade(work / "splade", layers=RUN.count(12, 2))
+    texts = shapes.passages(RUN.count(4096, 16))
+    encoder = SpladeEncoder(str(folder), device=RUN.device)
     tokens = float(np.mean([len(ids) for ids in encoder.tokenizer(texts[:1000])["input_ids"]]))
     encoder.encode(texts[:256], batch_size=64)
     vectors, seconds = timed(lambda: encoder.encode(texts, batch_size=64))
-    queries, query_seconds = timed(lambda: encoder.encode_queries([QUERY] * 256))
+    asked = RUN.count(256, 8)
+    queries, query_seconds = timed(lambda: encoder.encode_queries([QUERY] * asked))
     rate = len(texts) / seconds
     hidden, vocabulary = shapes.BERT_BASE["hidden_size"], shapes.BERT_BASE["vocab_size"]
     return {"dtype": "float32", "passages": len(texts), "mean_tokens": round(tokens, 1),
             "passages_per_s": round(rate, 1), "hours_for_116.8M": round(116.8e6 / rate / 3600, 1),
             "terms_per_passage": round(float(np.mean([len(v) for v in vectors])), 1),
-            "queries_per_s": round(256 / query_seconds, 1), "terms_per_query": len(queries[0]),
+            "queries_per_s": round(asked / query_seconds, 1), "terms_per_query": len(queries[0]),
             "limit_passages_per_s_fp32_matmul": round(encoder_limit(tokens, 12, env["matmul_tflops"]["float32"], hidden,
                                                                     4 * hidden, hidden * (hidden + vocabulary)))}
 
@@ -164,8 +198,8 @@ def bi_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
     import shapes
 
     folder = work / "minilm-bi" / "st"
-    texts = shapes.passages(30_000, seed=1)
-    ranker = BiEncoder(str(folder), device="cuda", batch_size=256, cache_dir=work / "emb")
+    texts = shapes.passages(RUN.count(30_000, 32), seed=1)
+    ranker = BiEncoder(str(folder), device=RUN.device, batch_size=256, cache_dir=work / "emb")
     ranker.encode_new(texts[:1024])
     vectors, seconds = timed(lambda: ranker.encode_new(texts))
     query = ranker.encode_new([QUERY])[QUERY]
@@ -183,14 +217,14 @@ def cross_encoder(work: Path, layers: int) -> dict[str, Any]:
     import shapes
 
     folder = shapes.minilm(work / f"minilm-cross-{layers}", "cross", layers=layers)
-    pairs = [(QUERY, text) for text in shapes.passages(1000, seed=2)]
+    pairs = [(QUERY, text) for text in shapes.passages(RUN.count(1000, 16), seed=2)]
     result: dict[str, Any] = {}
     scores = {}
     for dtype in ("auto", "float32"):
-        ranker = CrossEncoderRanker(str(folder), device="cuda", batch_size=256, dtype=dtype)  # keeps no scores
+        ranker = CrossEncoderRanker(str(folder), device=RUN.device, batch_size=256, dtype=dtype)  # keeps no scores
         ranker.score(pairs[:256])
         runs = []
-        for _ in range(5):
+        for _ in range(RUN.count(5, 1)):
             scores[dtype], seconds = timed(lambda: ranker.score(pairs))
             runs.append(seconds)
         result[ranker.placement.dtype] = {"rerank_1000_ms_median_of_5": round(1000 * statistics.median(runs), 1)}
@@ -210,9 +244,10 @@ def generation(work: Path, env: dict[str, Any], shape: str, decodings: tuple[str
     from ikatkit.llm.hf import TransformersLLM
     import shapes
 
-    folder = work / shape
+    folder = work / RUN.shape(shape)
     if not (folder / "config.json").exists():
-        shapes.llama(folder, shape, dtype=torch.float16, device="cuda")
+        shapes.llama(folder, RUN.shape(shape), dtype=torch.float16 if RUN.device == "cuda" else None,
+                     device=RUN.device)
         torch.cuda.empty_cache()
     prompt = [{"role": "system", "content": "w1 w2 w3"}, {"role": "user", "content": " ".join(shapes.WORDS[:150])}]
     result: dict[str, Any] = {}
@@ -242,16 +277,17 @@ def rtg_turns(work: Path, turns: int) -> dict[str, Any]:
     from ikatkit.rank.crossencoder import CrossEncoderRanker
     import shapes
 
-    llm = TransformersLLM(str(work / "llama-2-7b"), max_new_tokens=250, batch_size=1)
-    ranker = CrossEncoderRanker(str(work / "minilm-cross-12"), device="cuda", batch_size=256)
-    candidates = shapes.passages(1000, seed=3)
+    llm = TransformersLLM(str(work / RUN.shape("llama-2-7b")), max_new_tokens=250, batch_size=1)
+    ranker = CrossEncoderRanker(str(work / "minilm-cross-12"), device=RUN.device, batch_size=256)
+    count = RUN.count(1000, 16)
+    candidates = shapes.passages(count, seed=3)
     llm.chat([[{"role": "user", "content": "w1"}]], max_new_tokens=8)
     split: dict[str, list[float]] = {"rewrite": [], "rerank": [], "answer": [], "total": []}
     for turn in range(turns):
         utterance = " ".join(shapes.WORDS[turn * 20: turn * 20 + 20])
         rewrite, a = timed(lambda: llm.chat([[{"role": "user", "content": utterance}]], max_new_tokens=32)[0])
         scores, b = timed(lambda: ranker.score([(rewrite or utterance, text) for text in candidates]))
-        top = [candidates[i] for i in sorted(range(1000), key=lambda i: -scores[i])[:3]]
+        top = [candidates[i] for i in sorted(range(count), key=lambda i: -scores[i])[:3]]
         _, c = timed(lambda: llm.chat([[{"role": "user", "content": " ".join([utterance, *top])}]]))
         for name, value in zip(split, (a, b, c, a + b + c)):
             split[name].append(value)
@@ -268,19 +304,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or HERE / "out"))
     parser.add_argument("--budget", type=float, default=500, help="seconds the whole run may take (default 500)")
     parser.add_argument("--turns", type=int, default=5, help="RtG turns timed end to end (default 5)")
+    parser.add_argument("--rehearse", action="store_true",
+                        help="every part on the CPU at toy sizes (no figure means anything): the script checked "
+                             "before the GPU machine's minutes are spent")
     args = parser.parse_args(argv)
+    global RUN
+    RUN = Target(rehearsal=args.rehearse)
     try:
         import torch
     except ImportError:
         torch = None
-    if torch is None or not torch.cuda.is_available():
+    if torch is None or not (args.rehearse or torch.cuda.is_available()):
         print(NEEDS, file=sys.stderr)
         return 2
     sys.path[:0] = [str(HERE.parents[1] / "src"), str(HERE), str(HERE.parent)]  # src, shapes, splade_random
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path("/dev/shm/ikatkit-gpu" if Path("/dev/shm").is_dir() else "/tmp/ikatkit-gpu")
+    if args.rehearse:  # toy models in a folder of their own, removed after; no budget (nothing is measured)
+        work = Path(tempfile.mkdtemp(prefix="ikatkit-gpu-rehearsal-"))
     os.environ.setdefault("IKATKIT_CACHE", str(work / "cache"))
-    bench = Bench(args.out, args.budget)
+    try:
+        return run_parts(Bench(args.out, math.inf if args.rehearse else args.budget), work, args)
+    finally:
+        if args.rehearse:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_parts(bench: Bench, work: Path, args: argparse.Namespace) -> int:
+    """Every part in turn, each recorded by ``bench`` (in a rehearsal, at toy sizes on the CPU)."""
     bench.part("environment", 10, environment)
     env = bench.results["environment"]
     if "error" in env:
@@ -291,7 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.part("splade_encoder_bert_base", 40, lambda: splade_encoder(work, env))
     bench.part("cross_encoder_minilm_l12", 20, lambda: cross_encoder(work, 12))
     bench.part("llama_2_7b_fp16", 120, lambda: generation(work, env, "llama-2-7b", ("eager", "static")))
+
     def four_bit() -> dict[str, Any]:
+        if args.rehearse:
+            return {"skipped": "a rehearsal runs no 4-bit part (bitsandbytes quantizes on CUDA)"}
         if importlib.util.find_spec("bitsandbytes") is None:
             return {"skipped": "bitsandbytes is not installed (carry its wheel)"}
         return generation(work, env, "llama-2-7b", ("eager",), "4bit")

@@ -101,9 +101,10 @@ def passages(count: int, words: int = 110, seed: int = 0) -> list[str]:
     return [" ".join(rng.choices(WORDS, k=rng.randint(words * 4 // 5, words))) for _ in range(count)]
 
 
-def splade(folder: Path, seed: int = 0) -> Path:
-    """A random-weight BERT-base masked LM (SPLADE++'s shape, 30,522 terms) with ``bert_tokenizer``; its output
-    bias set as bench/splade_random.py sets it, so vectors are about as sparse as SPLADE++'s."""
+def splade(folder: Path, seed: int = 0, layers: int = 12) -> Path:
+    """A random-weight BERT-base masked LM (SPLADE++'s shape, 30,522 terms; ``layers`` fewer only to rehearse) with
+    ``bert_tokenizer``; its output bias set as bench/splade_random.py sets it, so vectors are about as sparse as
+    SPLADE++'s."""
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
@@ -111,7 +112,7 @@ def splade(folder: Path, seed: int = 0) -> Path:
 
     bert_tokenizer(folder)
     torch.manual_seed(seed)
-    model = BertForMaskedLM(BertConfig(**BERT_BASE)).eval()
+    model = BertForMaskedLM(BertConfig(**{**BERT_BASE, "num_hidden_layers": layers})).eval()
     with torch.no_grad():
         model.cls.predictions.bias.fill_(BIAS)
     model.save_pretrained(folder)
