@@ -22,7 +22,9 @@ against ``TopHits.submit(...).all()`` (Java alone) on ``--threads`` threads.
 
 Encoding: passages a second of ``SpladeEncoder`` on this machine's CPU (a random-weight BERT-base of SPLADE++'s
 shape, ``bench/splade_random.py``; the real weights cost the same), real iKAT passages, batch 8, ``--encode``
-passages; and the collection-scale time it implies (116,838,987 passages).
+passages, in float32 and bfloat16 (``index sparse --dtype``), the collection-scale time each implies (116,838,987
+passages), and how near bfloat16's vectors are to float32's (``splade_random.agreement``). ``--passages 0``
+measures the encoding alone.
 
     python bench/bench_splade.py [--passages 2000000] [--queries 200] [--root /tmp/ikatkit-splade-bench]
         [--threads 2] [--repeats 3] [--encode 32] [--builder terms] [--check-builder 20000] [--out splade.json]
@@ -179,29 +181,44 @@ def search(index: Path, queries: list[dict[str, int]], threads: int, repeats: in
 
 
 def encoding(passages: int, root: Path) -> dict[str, Any]:
+    """Passages a second of the random BERT-base SPLADE on this CPU in float32 and (where the CPU has AMX or AVX-512
+    bf16) bfloat16, and how near bfloat16's quantized vectors are to float32's: the terms kept, the weights, and the
+    top 10 of 20 real queries (float32 query vectors) over these passages by the dot product."""
     import torch
 
     from ikatkit.index.splade import SpladeEncoder
-    from splade_random import random_splade
+    from splade_random import agreement, random_splade
 
     model = random_splade(root / "bert-base-random")
+    shared = Path(__file__).resolve().parents[2] / "shared/ikat/2023"
     texts = [json.loads(line)["passage_text"] for line in
-             (Path(__file__).resolve().parents[2] / "shared/ikat/2023/test_provenance_passages.jsonl")
-             .read_text(encoding="utf-8").splitlines()[:passages]]
-    encoder = SpladeEncoder(str(model))
-    encoder.encode(texts[:8])  # warm-up
-    start = time.perf_counter()
-    encoder.encode(texts)
-    rate = len(texts) / (time.perf_counter() - start)
-    return {"passages": len(texts), "torch_threads": torch.get_num_threads(), "passages_per_s": round(rate, 2),
-            "collection_days_one_worker": round(COLLECTION / rate / 86400, 1)}
+             (shared / "test_provenance_passages.jsonl").read_text(encoding="utf-8").splitlines()[:passages]]
+    report: dict[str, Any] = {"passages": len(texts), "torch_threads": torch.get_num_threads()}
+    found = {}
+    for dtype in ("float32", "bfloat16"):
+        encoder = SpladeEncoder(str(model), dtype=dtype)
+        encoder.encode(texts[:8])  # warm-up
+        start = time.perf_counter()
+        found[dtype] = encoder.encode(texts)
+        rate = len(texts) / (time.perf_counter() - start)
+        report[dtype] = {"placement": encoder.placement.identity(),
+                         "passages_per_s": round(rate, 2),
+                         "collection_days_one_worker": round(COLLECTION / rate / 86400, 1)}
+        if dtype == "float32":
+            topics = json.loads((shared / "test_topics.json").read_text(encoding="utf-8"))
+            utterances = [turn["resolved_utterance"] for topic in topics for turn in topic["turns"]][:20]
+            queries = encoder.encode_queries(utterances)
+    report["bfloat16_against_float32"] = {
+        "speedup": round(report["bfloat16"]["passages_per_s"] / report["float32"]["passages_per_s"], 2),
+        **agreement(found["float32"], found["bfloat16"], queries)}
+    return report
 
 
 def main() -> None:
     from ikatkit.index.sparse import BUILDERS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--passages", type=int, default=2_000_000)
+    parser.add_argument("--passages", type=int, default=2_000_000, help="searched passages (0: the encoding alone)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--root", type=Path, default=Path("/tmp/ikatkit-splade-bench"))
     parser.add_argument("--threads", type=int, default=2)
@@ -219,9 +236,10 @@ def main() -> None:
     report: dict[str, Any] = {"passages": args.passages}
     if args.check_builder:
         report["builders_agree"] = builders_agree(args.root, args.check_builder, args.threads, terms, queries)
-    index = build(args.root, args.passages, args.threads, terms, args.builder)
-    report["built"] = json.loads((index / "built.json").read_text())
-    report["search"] = search(index, queries, args.threads, args.repeats)
+    if args.passages:
+        index = build(args.root, args.passages, args.threads, terms, args.builder)
+        report["built"] = json.loads((index / "built.json").read_text())
+        report["search"] = search(index, queries, args.threads, args.repeats)
     if args.encode:
         report["encoding_cpu"] = encoding(args.encode, args.root)
     print_json(report, args.out)

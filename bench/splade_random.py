@@ -16,6 +16,30 @@ from pathlib import Path
 BIAS = -2.1  # the MLM head's output bias: ~300 terms a passage, ~15-30 a query at BERT-base (tests/test_splade.py)
 
 
+def agreement(exact: list[dict[str, int]], near: list[dict[str, int]], queries: list[dict[str, int]]
+              ) -> dict[str, float]:
+    """How near quantized vectors ``near`` (e.g. bfloat16's) are to ``exact`` (float32's, the same texts): the mean
+    Jaccard of the terms kept, the share of shared terms' weights equal and within 1, the largest difference, the L1
+    of the differences relative to ``exact``'s total, and the mean overlap of the top 10 of ``queries`` by the dot
+    product over these texts."""
+    shared = [set(a) & set(b) for a, b in zip(exact, near)]
+    differences = [abs(a[t] - b[t]) for a, b, terms in zip(exact, near, shared) for t in terms]
+
+    def top10(vectors: list[dict[str, int]], query: dict[str, int]) -> set[int]:
+        scores = [sum(w * vector.get(t, 0) for t, w in query.items()) for vector in vectors]
+        return set(sorted(range(len(vectors)), key=lambda i: (-scores[i], i))[:10])
+
+    l1 = sum(abs(a.get(t, 0) - b.get(t, 0)) for a, b in zip(exact, near) for t in set(a) | set(b))
+    return {"terms_jaccard_mean": round(sum(len(s) / len(set(a) | set(b)) for a, b, s in zip(exact, near, shared))
+                                        / len(exact), 4),
+            "shared_weights_equal_share": round(sum(d == 0 for d in differences) / len(differences), 4),
+            "shared_weights_within_1_share": round(sum(d <= 1 for d in differences) / len(differences), 4),
+            "max_weight_difference": max(differences),
+            "weight_l1_relative": round(l1 / sum(sum(a.values()) for a in exact), 4),
+            "top10_overlap_mean": round(sum(len(top10(exact, q) & top10(near, q)) for q in queries)
+                                        / (10 * len(queries)), 3)}
+
+
 def random_splade(folder: Path, seed: int = 0, layers: int = 12, hidden: int = 768, bias: float = BIAS) -> Path:
     """Save the model (BERT-base with the defaults) and its tokenizer into ``folder`` (kept when already there)."""
     if (folder / "config.json").exists():

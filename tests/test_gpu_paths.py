@@ -197,7 +197,9 @@ def test_gpu_bench_rehearses_every_part_on_the_cpu(tmp_path):
     assert parts["bi_encoder_minilm_l6"]["max_score_diff_vs_batch1_fp32_300"] < 1e-4
     for layers in (6, 12):
         assert parts[f"cross_encoder_minilm_l{layers}"]["top10_same_as_fp32"] is True
-    assert parts["splade_encoder_bert_base"]["terms_per_passage"] > 0
+    splade = parts["splade_encoder_bert_base"]
+    assert splade["float32"]["terms_per_passage"] > 0 and splade["bfloat16"]["placement"]["dtype"] == "bfloat16"
+    assert splade["bfloat16"]["against_float32"]["terms_jaccard_mean"] > 0.8
     for shape in ("llama_2_7b_fp16", "llama_3_8b_fp16"):
         assert set(parts[shape]) == {"eager", "static", "seconds"}
         assert all(parts[shape][d]["batch8_tokens_per_s"] > 0 for d in ("eager", "static"))

@@ -296,6 +296,49 @@ def test_a_job_begun_at_one_batch_size_is_refused_at_another(subset, shallow, ra
     assert (manifest["parameters"]["batch_size"], manifest["counts"]["passages"]) == (1, 10)
 
 
+def test_bfloat16_is_recorded_refused_in_float32_and_near_float32(subset, shallow, sparse_index, ikat2023,
+                                                                  ray_local, tmp_path, capsys):
+    """`index sparse --dtype bfloat16` (AMX on this CPU) is in the fingerprint and the manifest: a job stopped after
+    its first chunk is refused in float32 naming --dtype bfloat16 and resumes in bfloat16; its vectors are near the
+    float32 index's (the same passages): most terms kept, the weights within 10% in L1, the top 5 of 5 queries
+    mostly the same; float16 on a CPU is one line."""
+    from ikatkit.cli import main
+    from ikatkit.index.sparse import build_sparse
+    from ikatkit.index.splade import SpladeEncoder
+
+    ten, out = tmp_path / "10.jsonl", tmp_path / "splade-bf16"
+    ten.write_text("".join(subset.read_text(encoding="utf-8").splitlines(keepends=True)[:10]))
+
+    def stop(passages: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_sparse([ten], out, model=str(shallow), shard_size=5, dtype="bfloat16", progress=stop)
+    capsys.readouterr()
+    args = ["index", "sparse", str(ten), "--out", str(out), "--model", str(shallow), "--shard-size", "5"]
+    assert main([*args, "--dtype", "float32"]) == 2
+    said = capsys.readouterr().err
+    assert said.splitlines()[-1] == (f"ikatkit: error: {out}: an unfinished sparse index here was started in dtype "
+                                     "bfloat16, not float32 — fix: run it again with --dtype bfloat16, or remove the "
+                                     "folder")
+    assert main([*args, "--dtype", "bfloat16"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["placement"] == {"device": "cpu", "dtype": "bfloat16", "tolerance": 5e-2}
+    near, exact = _vectors(out), _vectors(sparse_index)
+    assert list(near) == list(exact)[:10]
+    jaccard = [len(set(near[p]) & set(exact[p])) / len(set(near[p]) | set(exact[p])) for p in near]
+    l1 = sum(abs(near[p].get(t, 0) - exact[p].get(t, 0)) for p in near for t in {*near[p], *exact[p]})
+    assert min(jaccard) > 0.8 and l1 / sum(sum(exact[p].values()) for p in near) < 0.1
+    encoder = SpladeEncoder(str(shallow))
+    queries = encoder.encode_queries(list(_queries(ikat2023, 5).values()))
+    top = [[{pid for pid, _ in _brute_force(q, vectors)[:5]} for vectors in (near, {p: exact[p] for p in near})]
+           for q in queries]
+    assert sum(len(a & b) for a, b in top) >= 0.8 * sum(len(b) for _, b in top)
+    assert main([*args[:4], str(tmp_path / "fp16"), *args[5:], "--dtype", "float16"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == ("ikatkit: error: dtype: float16 is not computed on the CPU — "
+                                                        "fix: use bfloat16 or float32 (the default) on a CPU")
+
+
 def test_a_log_shows_progress_within_a_shard(subset, shallow, tmp_path):
     """Issue 60: `index sparse` over the 40 passages in one shard at --batch-size 2 (a Ray call: 8 passes, 16
     passages), in a log with a line at every update ($IKATKIT_PROGRESS_EVERY=0): a line as each call returns, the

@@ -166,29 +166,40 @@ def dense_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
 
 
 def splade_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
-    """SPLADE++'s shape (issue 60) through ``index.splade.SpladeEncoder`` on CUDA (float32, as ``index sparse``
-    runs it), passages and queries, against the float32 matrix rate's limit."""
+    """SPLADE++'s shape (issue 60) through ``index.splade.SpladeEncoder`` on CUDA, passages and queries, in float32
+    (``index sparse``'s default) and in float16 and bfloat16 (``--dtype``: their speed, and how near their quantized
+    vectors are to float32's, ``splade_random.agreement``), against the matrix rate's limit of each."""
     import numpy as np
 
     from ikatkit.index.splade import SpladeEncoder
     import shapes
+    from splade_random import agreement
 
     folder = shapes.splade(work / "splade", layers=RUN.count(12, 2))
     texts = shapes.passages(RUN.count(4096, 16))
-    encoder = SpladeEncoder(str(folder), device=RUN.device)
-    tokens = float(np.mean([len(ids) for ids in encoder.tokenizer(texts[:1000])["input_ids"]]))
-    encoder.encode(texts[:256], batch_size=64)
-    vectors, seconds = timed(lambda: encoder.encode(texts, batch_size=64))
-    asked = RUN.count(256, 8)
-    queries, query_seconds = timed(lambda: encoder.encode_queries([QUERY] * asked))
-    rate = len(texts) / seconds
     hidden, vocabulary = shapes.BERT_BASE["hidden_size"], shapes.BERT_BASE["vocab_size"]
-    return {"dtype": "float32", "passages": len(texts), "mean_tokens": round(tokens, 1),
-            "passages_per_s": round(rate, 1), "hours_for_116.8M": round(116.8e6 / rate / 3600, 1),
-            "terms_per_passage": round(float(np.mean([len(v) for v in vectors])), 1),
-            "queries_per_s": round(asked / query_seconds, 1), "terms_per_query": len(queries[0]),
-            "limit_passages_per_s_fp32_matmul": round(encoder_limit(tokens, 12, env["matmul_tflops"]["float32"], hidden,
-                                                                    4 * hidden, hidden * (hidden + vocabulary)))}
+    result: dict[str, Any] = {"passages": len(texts)}
+    found = {}
+    for dtype in ("float32", "bfloat16") if RUN.rehearsal else ("float32", "float16", "bfloat16"):
+        encoder = SpladeEncoder(str(folder), device=RUN.device, dtype=dtype)
+        tokens = float(np.mean([len(ids) for ids in encoder.tokenizer(texts[:1000])["input_ids"]]))
+        encoder.encode(texts[:256], batch_size=64)
+        found[dtype], seconds = timed(lambda: encoder.encode(texts, batch_size=64))
+        asked = RUN.count(256, 8)
+        queries, query_seconds = timed(lambda: encoder.encode_queries([QUERY] * asked))
+        rate = len(texts) / seconds
+        row = {"placement": encoder.placement.identity(), "mean_tokens": round(tokens, 1),
+               "passages_per_s": round(rate, 1), "hours_for_116.8M": round(116.8e6 / rate / 3600, 1),
+               "terms_per_passage": round(float(np.mean([len(v) for v in found[dtype]])), 1),
+               "queries_per_s": round(asked / query_seconds, 1), "terms_per_query": len(queries[0]),
+               "limit_passages_per_s_matmul": round(encoder_limit(tokens, 12, env["matmul_tflops"][dtype], hidden,
+                                                                  4 * hidden, hidden * (hidden + vocabulary)))}
+        if dtype == "float32":  # the agreement's queries, float32 as a search encodes them
+            reference = encoder.encode_queries(shapes.passages(20, 12, seed=4))
+        else:
+            row["against_float32"] = agreement(found["float32"], found[dtype], reference)
+        result[dtype] = row
+    return result
 
 
 def bi_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:

@@ -85,6 +85,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--model", default=default(build_sparse, "model"),
                     help="SPLADE masked-LM model: a folder, or a hub id in the local Hugging Face cache (never "
                          "downloaded)")
+    sp.add_argument("--dtype", default=default(build_sparse, "dtype"), choices=DTYPES,
+                    help="the encoders' dtype, in work.json's fingerprint and the manifest (a job is not resumed in "
+                         "another); auto: float32; bfloat16 on a CPU with AMX, float16 on GPUs: faster, weights near "
+                         "float32's, not equal (docs/sparse.md)")
     _add_ray_encoding(sp, build_sparse)
     sp.add_argument("--index-threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
     sp.add_argument("--heap", default=default(build_sparse, "heap"), help="Java heap for Anserini")
@@ -135,7 +139,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                 manifest = build_sparse(args.inputs, args.out, model=args.model, ray_address=args.ray,
                                         batch_size=args.batch_size, shard_size=args.shard_size, threads=args.threads,
                                         workers=args.workers, index_threads=args.index_threads, heap=args.heap,
-                                        fmt=args.format, splitter=args.splitter, progress=bar.update)
+                                        fmt=args.format, splitter=args.splitter, dtype=args.dtype,
+                                        progress=bar.update)
             print(f"sparse index of {manifest['counts']['passages']} passages ({manifest['model']}, "
                   f"{manifest['quantization']}) -> {args.out}")
         elif args.index_command == "build":

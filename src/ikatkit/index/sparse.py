@@ -55,10 +55,10 @@ class _EncodeVectors:
     """A Ray Data actor: each passage of a batch as its ``JsonVectorCollection`` line (``line``), with ``shard``
     and ``row``."""
 
-    def __init__(self, model: str, threads: int, batch_size: int, gpus: int) -> None:
+    def __init__(self, model: str, threads: int, batch_size: int, gpus: int, dtype: str = "auto") -> None:
         from ikatkit.index.splade import SpladeEncoder
 
-        self.encoder = SpladeEncoder(model, "cuda" if gpus else None, threads)
+        self.encoder = SpladeEncoder(model, "cuda" if gpus else None, threads, dtype)
         self.batch_size = batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -148,12 +148,15 @@ def read_manifest(path: str | Path) -> dict[str, Any] | None:
 def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = DEFAULT_MODEL,
                  ray_address: str | None = None, batch_size: int = 8, shard_size: int = SHARD_SIZE,
                  threads: int = 1, workers: int | None = None, index_threads: int | None = None, heap: str = "4g",
-                 fmt: str = "auto", splitter: str = "auto",
+                 fmt: str = "auto", splitter: str = "auto", dtype: str = "auto",
                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Encode the passages of ``inputs`` (a Lucene index or collection files) with SPLADE model ``model`` into
-    ``out`` on ``workers`` Ray actors (default: one per GPU, else one per ``threads`` CPUs), then index them with
-    Anserini on ``index_threads`` threads; returns the manifest (a finished index is left as it is)."""
+    ``out`` on ``workers`` Ray actors (default: one per GPU, else one per ``threads`` CPUs) in ``dtype`` (``auto``:
+    float32; bfloat16 on CPUs with AMX, float16 on GPUs: options, their weights near float32's, not equal), then
+    index them with Anserini on ``index_threads`` threads; returns the manifest (a finished index is left as it
+    is)."""
     from ikatkit.index.splade import load_splade
+    from ikatkit.placement import Machine, decide
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -166,18 +169,19 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
         raise IkatError("the output folder exists and is not a sparse index", path=out, fix="choose another --out")
     source, passages = read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
     tokenizer, loaded = load_splade(model)
+    ray = connect(ray_address)
+    cpus, gpus = resources(ray)
+    placement = decide("splade", Machine("cuda" if gpus else "cpu"), dtype)  # the actors'
     # the batch size too: padding within a batch moves floats in the last bits, and a quantized weight by 1
     fingerprint = {"source": source, "model": model, "shard_size": shard_size, "max_length": PASSAGE_LENGTH,
                    "quantization": QUANTIZATION, "vocabulary": int(loaded.config.vocab_size),
-                   "batch_size": batch_size,
+                   "batch_size": batch_size, "placement": placement.identity(),
                    "versions": {name: metadata.version(name) for name in ("transformers", "torch")}}
     del tokenizer, loaded
     claim_work(out, fingerprint, "sparse index", {"batch_size": "--batch-size"})
     sizes = write_texts(passages, out / "texts", shard_size)
-    ray = connect(ray_address)
-    cpus, gpus = resources(ray)
     workers = workers or max(1, gpus if gpus else cpus // threads)
-    encoder = {"model": model, "batch_size": batch_size}
+    encoder = {"model": model, "batch_size": batch_size, "dtype": placement.dtype}
     encode_vectors(out / "texts", out / "vectors", sizes, encoder, ray, workers, threads, gpus, progress)
     index_threads = index_threads or default_threads()
     indexer = _index_vectors(out / "vectors", out, sum(sizes), index_threads, heap)
@@ -188,6 +192,7 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
         "quantization": QUANTIZATION,
         "scale": SCALE,
         "max_length": PASSAGE_LENGTH,
+        "placement": placement.identity(),
         "counts": {"passages": sum(sizes), "shards": len(sizes)},
         "shard_size": shard_size,
         "source": source,

@@ -16,6 +16,7 @@ import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
+from ikatkit.placement import decide, machine
 
 DEFAULT_MODEL = "naver/splade-cocondenser-ensembledistil"
 SCALE = 100
@@ -42,14 +43,18 @@ def load_splade(name: str, device: str | None = None) -> tuple[Any, Any]:
 
 class SpladeEncoder:
     """Quantized SPLADE vectors ``{term: weight}`` of texts, on ``device`` (default CPU) with ``threads`` CPU
-    threads (default: as torch chooses)."""
+    threads (default: as torch chooses), in ``dtype`` (``auto``: float32; ``ikatkit.placement``)."""
 
-    def __init__(self, model: str, device: str | None = None, threads: int | None = None) -> None:
+    def __init__(self, model: str, device: str | None = None, threads: int | None = None,
+                 dtype: str = "auto") -> None:
         import torch
 
         if threads:
             torch.set_num_threads(threads)
+        self.placement = decide("splade", machine(device or "cpu"), dtype)
         self.tokenizer, self.model = load_splade(model, device)
+        if self.placement.dtype != "float32":
+            self.model.to(self.placement.torch_dtype)
         self.device = self.model.device
         vocabulary = self.tokenizer.convert_ids_to_tokens(list(range(self.model.config.vocab_size)))
         self.terms = np.array(vocabulary, dtype=object)
