@@ -9,8 +9,8 @@ from the GPU's matrix rate and copy bandwidth measured first in the same run. Re
 ``$OUT``, else bench/gpu/out), written after each part, so a run cut short keeps what it measured; parts that would
 pass ``--budget`` are skipped, said so. Without a CUDA GPU it exits at once (status 2) with one line saying it needs
 one; ``--rehearse`` runs every part on the CPU at toy sizes instead (a tiny Llama for the 7B and 8B shapes, SPLADE
-cut to 2 layers), so that a script error shows here, not in the GPU machine's minutes (a test runs it). It needs
-ikatkit's source beside it (``src/`` is put on the path) and the image's torch, transformers and
+and the cross-encoders cut to 2 layers), so that a script error shows here, not in the GPU machine's minutes (a
+test runs it). It needs ikatkit's source beside it (``src/`` is put on the path) and the image's torch, transformers and
 sentence-transformers; the 4-bit part runs where bitsandbytes imports (carry its wheel).
 """
 
@@ -98,7 +98,7 @@ def ceilings() -> dict[str, Any]:
     import torch
 
     rates = {}
-    side, size = RUN.count(8192, 256), RUN.count(2 ** 30, 2 ** 22)
+    side, size = RUN.count(8192, 128), RUN.count(2 ** 30, 2 ** 22)
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         a = torch.randn(side, side, device=RUN.device, dtype=dtype)
         for _ in range(3):
@@ -227,7 +227,7 @@ def cross_encoder(work: Path, layers: int) -> dict[str, Any]:
     from ikatkit.rank.crossencoder import CrossEncoderRanker
     import shapes
 
-    folder = shapes.minilm(work / f"minilm-cross-{layers}", "cross", layers=layers)
+    folder = shapes.minilm(work / f"minilm-cross-{layers}", "cross", layers=RUN.count(layers, 2))
     pairs = [(QUERY, text) for text in shapes.passages(RUN.count(1000, 16), seed=2)]
     result: dict[str, Any] = {}
     scores = {}
