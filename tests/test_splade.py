@@ -268,24 +268,32 @@ def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, s
     assert ranked == _brute_force(SpladeSearcher(out).encoder.encode_queries(list(query.values()))[0], resumed)[:10]
 
 
-def test_a_job_begun_at_one_batch_size_is_refused_at_another(subset, shallow, ray_local, tmp_path, capsys):
-    """Padding within a batch can move a quantized weight by 1, so --batch-size is in work.json's fingerprint: a job
-    stopped after its first chunk is refused at another batch size in one line naming the fix, and resumes at its
-    own, which the manifest states."""
-    from ikatkit.cli import main
+def _stopped_job(subset: Path, shallow: Path, out: Path, **options) -> list[str]:
+    """`index sparse` of the first 10 passages in shards of 5, stopped after its first chunk with ``options``; the
+    command line that resumes it (without the options)."""
     from ikatkit.index.sparse import build_sparse
 
-    ten, out = tmp_path / "10.jsonl", tmp_path / "splade"
+    ten = out.with_name(f"{out.name}-10.jsonl")
     ten.write_text("".join(subset.read_text(encoding="utf-8").splitlines(keepends=True)[:10]))
 
     def stop(passages: int) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        build_sparse([ten], out, model=str(shallow), shard_size=5, batch_size=1, progress=stop)
+        build_sparse([ten], out, model=str(shallow), shard_size=5, progress=stop, **options)
+    return ["index", "sparse", str(ten), "--out", str(out), "--model", str(shallow), "--shard-size", "5"]
+
+
+def test_a_job_begun_at_one_batch_size_is_refused_at_another(subset, shallow, ray_local, tmp_path, capsys):
+    """Padding within a batch can move a quantized weight by 1, so --batch-size is in work.json's fingerprint: a job
+    stopped after its first chunk is refused at another batch size in one line naming the fix, and resumes at its
+    own, which the manifest states."""
+    from ikatkit.cli import main
+
+    out = tmp_path / "splade"
+    args = _stopped_job(subset, shallow, out, batch_size=1)
     assert json.loads((out / "work.json").read_text())["batch_size"] == 1 and not (out / "manifest.json").exists()
     capsys.readouterr()
-    args = ["index", "sparse", str(ten), "--out", str(out), "--model", str(shallow), "--shard-size", "5"]
     assert main([*args, "--batch-size", "2"]) == 2
     said = capsys.readouterr().err
     assert said.splitlines()[-1] == (f"ikatkit: error: {out}: an unfinished sparse index here was started with "
@@ -303,19 +311,11 @@ def test_bfloat16_is_recorded_refused_in_float32_and_near_float32(subset, shallo
     float32 index's (the same passages): most terms kept, the weights within 10% in L1, the top 5 of 5 queries
     mostly the same; float16 on a CPU is one line."""
     from ikatkit.cli import main
-    from ikatkit.index.sparse import build_sparse
     from ikatkit.index.splade import SpladeEncoder
 
-    ten, out = tmp_path / "10.jsonl", tmp_path / "splade-bf16"
-    ten.write_text("".join(subset.read_text(encoding="utf-8").splitlines(keepends=True)[:10]))
-
-    def stop(passages: int) -> None:
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        build_sparse([ten], out, model=str(shallow), shard_size=5, dtype="bfloat16", progress=stop)
+    out = tmp_path / "splade-bf16"
+    args = _stopped_job(subset, shallow, out, dtype="bfloat16")
     capsys.readouterr()
-    args = ["index", "sparse", str(ten), "--out", str(out), "--model", str(shallow), "--shard-size", "5"]
     assert main([*args, "--dtype", "float32"]) == 2
     said = capsys.readouterr().err
     assert said.splitlines()[-1] == (f"ikatkit: error: {out}: an unfinished sparse index here was started in dtype "
