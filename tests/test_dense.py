@@ -327,3 +327,16 @@ def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages
     assert said.splitlines()[-1] == ("ikatkit: error: dtype: float16 is not computed on the CPU — fix: use bfloat16 or "
                                      "float32 (the default) on a CPU") and "Traceback" not in said
     assert not (tmp_path / "f16").exists()
+
+
+def test_a_job_begun_before_the_dtype_was_recorded_is_refused_without_naming_a_dtype(tmp_path):
+    """A work.json written before its kind recorded a placement (sparse indexes before `--dtype`) differs in the
+    placement: refused as other settings, not as "started in dtype None"."""
+    from ikatkit.index.dense import claim_work
+
+    claim_work(tmp_path, {"model": "m", "batch_size": 8}, "sparse index")
+    with pytest.raises(IkatError) as refused:
+        claim_work(tmp_path, {"model": "m", "batch_size": 8, "placement": {"device": "cpu", "dtype": "float32"}},
+                   "sparse index", {"batch_size": "--batch-size"})
+    assert refused.value.message == ("an unfinished sparse index here was started from other inputs or settings "
+                                     "(placement)")

@@ -189,7 +189,7 @@ def claim_work(out: Path, fingerprint: dict[str, Any], what: str, options: dict[
     if not differ:
         return
     dtype, now = ((found.get("placement") or {}).get("dtype") for found in (before, fingerprint))
-    if dtype != now:
+    if dtype != now and dtype is not None:  # None: a job begun before its kind recorded a dtype
         raise IkatError(f"an unfinished {what} here was started in dtype {dtype}, not {now}", path=out,
                         fix=f"run it again with --dtype {dtype}, or remove the folder")
     for key, option in (options or {}).items():
