@@ -270,7 +270,7 @@ def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, s
 
 def _stopped_job(subset: Path, shallow: Path, out: Path, **options) -> list[str]:
     """`index sparse` of the first 10 passages in shards of 5, stopped after its first chunk with ``options``; the
-    command line that resumes it (without the options)."""
+    command line that resumes it (without the options: the test adds them)."""
     from ikatkit.index.sparse import build_sparse
 
     ten = out.with_name(f"{out.name}-10.jsonl")
@@ -284,45 +284,32 @@ def _stopped_job(subset: Path, shallow: Path, out: Path, **options) -> list[str]
     return ["index", "sparse", str(ten), "--out", str(out), "--model", str(shallow), "--shard-size", "5"]
 
 
-def test_a_job_begun_at_one_batch_size_is_refused_at_another(subset, shallow, ray_local, tmp_path, capsys):
-    """Padding within a batch can move a quantized weight by 1, so --batch-size is in work.json's fingerprint: a job
-    stopped after its first chunk is refused at another batch size in one line naming the fix, and resumes at its
-    own, which the manifest states."""
+def test_batch_size_and_dtype_are_fingerprinted_and_bfloat16_is_near_float32(subset, shallow, sparse_index, ikat2023,
+                                                                             ray_local, tmp_path, capsys):
+    """One job stopped after its first chunk, begun at --batch-size 1 in bfloat16 (AMX on this CPU). Padding within a
+    batch can move a quantized weight by 1, so the batch size is in work.json's fingerprint, as the dtype is: the job
+    is refused at another batch size and in float32, each in one line naming the fix, and resumes with its own
+    settings, which the manifest states. Its vectors are near the float32 index's (the same passages): most terms
+    kept, the weights within 10% in L1, the top 5 of 5 queries mostly the same. float16 on a CPU is one line."""
     from ikatkit.cli import main
+    from ikatkit.index.splade import SpladeEncoder
 
     out = tmp_path / "splade"
-    args = _stopped_job(subset, shallow, out, batch_size=1)
+    args = _stopped_job(subset, shallow, out, batch_size=1, dtype="bfloat16")
     assert json.loads((out / "work.json").read_text())["batch_size"] == 1 and not (out / "manifest.json").exists()
     capsys.readouterr()
-    assert main([*args, "--batch-size", "2"]) == 2
+    assert main([*args, "--batch-size", "2", "--dtype", "bfloat16"]) == 2
     said = capsys.readouterr().err
     assert said.splitlines()[-1] == (f"ikatkit: error: {out}: an unfinished sparse index here was started with "
                                      "--batch-size 1, not 2 — fix: run it again with --batch-size 1, or remove the "
                                      "folder") and "Traceback" not in said
-    assert main([*args, "--batch-size", "1"]) == 0
+    assert main([*args, "--batch-size", "1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"ikatkit: error: {out}: an unfinished sparse index here was started in dtype bfloat16, not float32 — fix: "
+        "run it again with --dtype bfloat16, or remove the folder")
+    assert main([*args, "--batch-size", "1", "--dtype", "bfloat16"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["parameters"]["batch_size"], manifest["counts"]["passages"]) == (1, 10)
-
-
-def test_bfloat16_is_recorded_refused_in_float32_and_near_float32(subset, shallow, sparse_index, ikat2023,
-                                                                  ray_local, tmp_path, capsys):
-    """`index sparse --dtype bfloat16` (AMX on this CPU) is in the fingerprint and the manifest: a job stopped after
-    its first chunk is refused in float32 naming --dtype bfloat16 and resumes in bfloat16; its vectors are near the
-    float32 index's (the same passages): most terms kept, the weights within 10% in L1, the top 5 of 5 queries
-    mostly the same; float16 on a CPU is one line."""
-    from ikatkit.cli import main
-    from ikatkit.index.splade import SpladeEncoder
-
-    out = tmp_path / "splade-bf16"
-    args = _stopped_job(subset, shallow, out, dtype="bfloat16")
-    capsys.readouterr()
-    assert main([*args, "--dtype", "float32"]) == 2
-    said = capsys.readouterr().err
-    assert said.splitlines()[-1] == (f"ikatkit: error: {out}: an unfinished sparse index here was started in dtype "
-                                     "bfloat16, not float32 — fix: run it again with --dtype bfloat16, or remove the "
-                                     "folder")
-    assert main([*args, "--dtype", "bfloat16"]) == 0
-    manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["placement"] == {"device": "cpu", "dtype": "bfloat16", "tolerance": 5e-2}
     near, exact = _vectors(out), _vectors(sparse_index)
     assert list(near) == list(exact)[:10]
