@@ -53,6 +53,17 @@ def machine(device: str | None = None) -> Machine:
     return Machine("cuda", torch.cuda.get_device_name(index), bool(torch.cuda.is_bf16_supported()))
 
 
+def ray_machine(gpus: int) -> Machine:
+    """The machine a Ray job's encoder actors run on, as the driver can tell (``index dense``, ``index sparse``):
+    the CPU without GPUs; with GPUs, this process's own GPU where it sees one, else a GPU with bfloat16 (as every GPU
+    since Ampere has), so that an asked bfloat16 is not turned into float16 for want of a GPU here."""
+    import torch
+
+    if not gpus:
+        return Machine("cpu")
+    return machine("cuda") if torch.cuda.is_available() else Machine("cuda", "a GPU of the Ray cluster", bf16=True)
+
+
 @dataclass(frozen=True)
 class Placement:
     """``device`` type, ``dtype`` name, and ``tolerance``: None where outputs are the same bits whatever the

@@ -87,8 +87,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                          "downloaded)")
     sp.add_argument("--dtype", default=default(build_sparse, "dtype"), choices=DTYPES,
                     help="the encoders' dtype, in work.json's fingerprint and the manifest (a job is not resumed in "
-                         "another); auto: float32; bfloat16 on a CPU with AMX, float16 on GPUs: faster, weights near "
-                         "float32's, not equal (docs/sparse.md)")
+                         "another); auto: float32; bfloat16 (2.0-2.6x float32 on an AMX CPU) and float16 (GPUs only; "
+                         "not yet measured there): weights near float32's, not equal (docs/sparse.md)")
     _add_ray_encoding(sp, build_sparse)
     sp.add_argument("--index-threads", type=int, help="Anserini indexing threads (default: CPU cores, at most 8)")
     sp.add_argument("--heap", default=default(build_sparse, "heap"), help="Java heap for Anserini")

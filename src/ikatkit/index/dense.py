@@ -285,7 +285,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     faiss spec is left as it is; another spec re-indexes the kept embeddings."""
     from ikatkit.index.encode import choose_backend, compile_openvino
     from ikatkit.models import load_sentence_transformer
-    from ikatkit.placement import Machine, decide
+    from ikatkit.placement import decide, ray_machine
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -304,7 +304,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     loaded = load_sentence_transformer(model, device="cpu")
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
-    placement = decide("encoder", Machine("cuda" if gpus else "cpu"), dtype)  # the actors' (float16 on GPUs)
+    placement = decide("encoder", ray_machine(gpus), dtype)  # the actors' (float16 on GPUs)
     if placement.dtype != "float32" and backend == "openvino":
         raise IkatError(f"the OpenVINO backend encodes in float32, not in {placement.dtype}",
                         fix="use --backend torch (or auto), or --dtype float32")

@@ -152,11 +152,11 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Encode the passages of ``inputs`` (a Lucene index or collection files) with SPLADE model ``model`` into
     ``out`` on ``workers`` Ray actors (default: one per GPU, else one per ``threads`` CPUs) in ``dtype`` (``auto``:
-    float32; bfloat16 on CPUs with AMX, float16 on GPUs: options, their weights near float32's, not equal), then
+    float32; bfloat16, float16 on GPUs: options, their weights near float32's, not equal), then
     index them with Anserini on ``index_threads`` threads; returns the manifest (a finished index is left as it
     is)."""
     from ikatkit.index.splade import load_splade
-    from ikatkit.placement import Machine, decide
+    from ikatkit.placement import decide, ray_machine
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -171,7 +171,7 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
     tokenizer, loaded = load_splade(model)
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
-    placement = decide("splade", Machine("cuda" if gpus else "cpu"), dtype)  # the actors'
+    placement = decide("splade", ray_machine(gpus), dtype)  # the actors'
     # the batch size too: padding within a batch moves floats in the last bits, and a quantized weight by 1
     fingerprint = {"source": source, "model": model, "shard_size": shard_size, "max_length": PASSAGE_LENGTH,
                    "quantization": QUANTIZATION, "vocabulary": int(loaded.config.vocab_size),
