@@ -16,6 +16,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.suggest import path_fix
+from ikatkit.textfile import read_text
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ def load_topics(path: str | Path, year: int | None = None) -> Topics:
     if not path.is_file():
         raise IkatError("topic file not found", path=path,
                         fix=path_fix(path, "pass the path of the year's topics JSON"))
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     if not text.strip():
         raise IkatError("topic file is empty", path=path, fix="pass the organizers' topics JSON")
     try:

@@ -8,17 +8,17 @@ provenance-passage JSONL ``{doc_id, passage_id, passage_text}``, id ``doc_id:pas
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import NamedTuple
 
 from ikatkit.collection.segment import Splitter, rule_splitter, segment
 from ikatkit import jsonl
 from ikatkit.errors import IkatError
+from ikatkit.textfile import open_binary, open_text
 
 FORMATS = ("clueweb22", "jsonl", "provenance", "trecweb", "car", "msmarco")
 MAX_KEPT_PROBLEMS = 20
@@ -56,12 +56,8 @@ class ReadStats:
         self.problems.extend(other.problems[: MAX_KEPT_PROBLEMS - len(self.problems)])
 
 
-def _open(path: Path) -> IO[str]:
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-
-
 def _json_lines(path: Path, stats: ReadStats) -> Iterator[tuple[int, dict]]:
-    with _open(path) as handle:
+    with open_text(path) as handle:
         for number, record in jsonl.records(handle):
             if isinstance(record, jsonl.Invalid):
                 stats.skip(path, number, jsonl.problem(record))
@@ -121,7 +117,7 @@ _PASSAGE = re.compile(r"<PASSAGE id=\"?(\d+)\"?>(.*?)</PASSAGE>", re.S)
 
 
 def read_trecweb(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
-    with _open(path) as handle:
+    with open_text(path) as handle:
         buffer: list[str] = []
         start = 0
         for number, line in enumerate(handle, start=1):
@@ -144,7 +140,7 @@ def read_trecweb(path: Path, stats: ReadStats, split: Splitter = rule_splitter) 
 def read_car(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
     from trec_car.read_data import iter_paragraphs
 
-    with open(path, "rb") as handle:
+    with open_binary(path) as handle:
         for number, paragraph in enumerate(iter_paragraphs(handle), start=1):
             text = paragraph.get_text()
             if not text.strip():
@@ -155,7 +151,7 @@ def read_car(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> I
 
 
 def read_msmarco(path: Path, stats: ReadStats, split: Splitter = rule_splitter) -> Iterator[Passage]:
-    with _open(path) as handle:
+    with open_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             parts = line.rstrip("\n").split("\t")
             if len(parts) < 2 or not parts[0] or not parts[1].strip():
@@ -179,11 +175,11 @@ def detect_format(path: Path) -> str:
     if name.endswith((".tsv", ".tsv.gz")):
         return "msmarco"
     try:
-        with _open(path) as handle:
+        with open_text(path) as handle:
             first = next((line for line in handle if line.strip()), "")
-    except (OSError, EOFError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise IkatError(f"cannot read its first record ({type(err).__name__}: {err})", path=path,
-                        fix="check that the file is complete and UTF-8") from err
+                        fix="check that the file is complete") from err
     if first.strip().startswith("<DOC>"):
         return "trecweb"
     if first.lstrip().startswith("{"):

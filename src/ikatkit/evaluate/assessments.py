@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.textfile import read_text
 
 DIALOG_FORM = "ikat-dialog-v1"
 FRAGMENT_FORM = "ikat-fragment-v1"
@@ -94,7 +95,7 @@ def read_form(path: str | Path) -> Form:
     path = Path(path)
     if not path.is_file():
         raise IkatError("form file not found", path=path, fix="pass the release's guidelines/ikat-*-v1.json")
-    data = loads_lenient(path.read_text(encoding="utf-8"), path)
+    data = loads_lenient(read_text(path), path)
     try:
         questions = tuple(Question(str(q["id"]), str(q["question"]),
                                    tuple(str(o) for o in q.get("options") or ()) if q.get("widget") == "choice" else ())
@@ -184,7 +185,7 @@ def read_assessment_file(path: str | Path, forms: dict[str, Form]) -> list[Asses
     if not path.is_file():
         raise IkatError("assessment file not found", path=path, fix="pass interactive/assessements/NIST/topic*.final")
     out = []
-    for line, entry in _entries(path.read_text(encoding="utf-8"), path):
+    for line, entry in _entries(read_text(path), path):
         where = f"line {line}"
         try:
             form = forms.get(entry["type"])

@@ -22,6 +22,7 @@ import numpy as np
 
 from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
+from ikatkit.textfile import read_text
 from ikatkit.evaluate.assessments import DIALOG_FORM, Assessment, Form
 from ikatkit.evaluate.responses.agreement import BOOTSTRAP, kappa
 
@@ -144,7 +145,7 @@ def read_judged(path: str, units: Sequence[Assessment]) -> list[dict[str, int | 
         raise IkatError("judge label file not found", path=file, fix="pass a file of `eval-dialogues --labels-out`")
     wanted = {a.key: i for i, a in enumerate(units)}
     out: list[dict[str, int | None]] = [{} for _ in units]
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text(file).splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ikatkit.errors import IkatError
 from ikatkit.suggest import path_fix
+from ikatkit.textfile import open_text
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def load_qrels(path: str | Path) -> Qrels:
     qrels: Qrels = {}
     lines: dict[tuple[str, str], int] = {}
     repeated = 0
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -66,7 +67,7 @@ def qrels_columns(path: str | Path) -> int:
     path = Path(path)
     if not path.is_file():
         return 0
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path) as handle:
         return next((len(line.split()) for line in handle if line.strip()), 0)
 
 
@@ -81,7 +82,7 @@ def load_rubric_qrels(path: str | Path) -> Qrels:
     qrels: Qrels = {}
     first_line: dict[tuple[str, str], int] = {}
     shape = "rubric qrels lines have 3 columns: rubric_id doc:passage rel (an integer), e.g. rub_1-1_2 cw22-id:3 2"
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

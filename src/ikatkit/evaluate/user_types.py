@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.textfile import read_text
 from ikatkit.evaluate.qrels import Qrels
 from ikatkit.evaluate.responses.providers.simulator import sim_units, unit_mean
 from ikatkit.evaluate.responses.rubrics import Rubric, dialogue_of, norm, rubric_ids
@@ -87,7 +88,7 @@ def read_user_types(path: str | Path) -> dict[str, str]:
     if not path.is_file():
         raise IkatError("user type map not found", path=path, fix=f"pass {shape}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {err.lineno}",
                         fix=f"write {shape}") from None

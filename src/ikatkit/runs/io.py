@@ -37,6 +37,7 @@ from ikatkit.atomic import atomic_open
 from ikatkit import jsonl
 from ikatkit.errors import IkatError
 from ikatkit.suggest import path_fix
+from ikatkit.textfile import read_text
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult, UserTurn
 from ikatkit.runs.templates import TEMPLATE_FILES, Template, load_template
 from ikatkit.topics import Topics
@@ -76,7 +77,7 @@ def load_records(path: str | Path, fmt: str | None = None) -> tuple[str, list[Re
         raise IkatError(f"unknown run format {fmt!r}", fix=f"use one of {READ_FORMATS}")
     if not path.is_file():
         raise IkatError("run file not found", path=path, fix=path_fix(path, "pass the path of a run file"))
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     if not text.strip():
         raise IkatError("the run file is empty", path=path, fix="write the run again")
     if fmt == "trec" or (fmt is None and text.lstrip()[0] not in "{["):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.textfile import read_text
 from ikatkit.simulate.profiles import Profile, parse_profile
 
 NAMESPACE = uuid.UUID("6f0c7a52-6b1e-4d38-9f58-2b8a51c0e026")  # ikatkit's namespace of simulated user ids
@@ -69,7 +70,7 @@ def parse_user_types(specs: Sequence[str], seed: int = 0) -> list[UserType]:
 def _load(path: Path) -> Any:
     if not path.is_file():
         raise IkatError("allocation file not found", path=path, fix=f"pass {ALLOCATION_SHAPE}")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         return json.loads(text) if text.lstrip()[:1] == "{" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
+from ikatkit.textfile import open_text
 from ikatkit.simulate.profiles import Profile
 from ikatkit.topics import Conversation, Topics
 
@@ -100,7 +101,7 @@ def load_personas(folder: str | Path) -> dict[str, list[Persona]]:
         raise IkatError("simulation data not found", path=path,
                         fix="pass --persona-data: the folder of simulation-data.csv (../shared/ikat/2025-simulation)")
     personas: dict[str, list[Persona]] = {}
-    with path.open(encoding="utf-8-sig", newline="") as handle:
+    with open_text(path) as handle:
         rows = csv.reader(handle, delimiter=";")
         next(rows, None)
         for row in rows:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
+from ikatkit.textfile import open_text
 from ikatkit.stages.persona import FIRST_PERSON, content_words, sentences, words
 
 GRID = tuple(round(0.30 + 0.05 * i, 2) for i in range(13))  # 0.30 ... 0.90
@@ -92,7 +93,7 @@ def _simulation_cases(path: Path) -> list[PersonaCase]:
     if not path.is_file():
         raise IkatError("simulation data not found", path=path, fix="pass ../shared/ikat/2025-simulation/"
                         "simulation-data.csv or a topics file")
-    with open(path, encoding="utf-8-sig", newline="") as handle:
+    with open_text(path) as handle:
         rows = list(csv.reader(handle, delimiter=";"))
     if not rows or rows[0][:2] != ["Topic ID", "Simulation PTKBs"]:
         raise IkatError("not the organizers' simulation data (no 'Topic ID;Simulation PTKBs;...' header)",

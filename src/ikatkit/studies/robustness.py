@@ -19,6 +19,7 @@ from ikatkit import __version__
 from ikatkit.atomic import write_json, write_text
 from ikatkit.digest import file_digest
 from ikatkit.simulate.profiles import Profile, parse_profile, perturb
+from ikatkit.textfile import read_text
 from ikatkit.topics import load_topics
 
 RESPONSE_MEASURES = ("ROUGE-L", "Recall", "Words")  # against the canonical responses; no model to load
@@ -33,7 +34,7 @@ def perturb_file(path: str | Path, profile: Profile, out: str | Path, year: int 
     """Write the topics of ``path`` said by ``profile`` to ``out`` (same format, same bytes for the same seed) and
     a manifest beside it; return the summary (with ``manifest``)."""
     load_topics(path, year)  # one clear error for a missing or malformed file
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = json.loads(read_text(path))
     perturbed, summary = perturb(data, profile, year, Path(path))
     write_json(out, perturbed)
     command = ["ikatkit", "topics", "perturb", str(path), "--profile", profile.name, "--seed", str(profile.seed),

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ikatkit.errors import IkatError
+from ikatkit.textfile import read_text
 from ikatkit.evaluate.responses.data import Nugget, ResponseRun
 from ikatkit.evaluate.responses.nuggets import LexicalMatcher
 
@@ -65,7 +66,7 @@ def read_labels(path: str | Path) -> list[Label]:
     if not path.is_file():
         raise IkatError("label file not found", path=path, fix="pass the human matching labels (a text file)")
     labels = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, text in enumerate(read_text(path).splitlines(), 1):
         if not text.strip():
             continue
         match = LINE.fullmatch(text.strip("\r\n "))

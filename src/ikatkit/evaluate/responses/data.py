@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.textfile import read_text
 from ikatkit.runs.model import Run
 from ikatkit.topics import Topics
 
@@ -75,7 +76,7 @@ def _load_json(path: Path, what: str) -> Any:
     if not path.is_file():
         raise IkatError(f"{what} file not found", path=path, fix=f"pass the path of a {what} file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {err.lineno}, column {err.colno}",
                         fix=f"a {what} file is one JSON object") from None
@@ -120,7 +121,7 @@ def read_response_runs(path: str | Path, topics: Topics | None = None) -> list[R
     path = Path(path)
     if path.suffix == ".json" and path.is_file():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
         except json.JSONDecodeError:
             data = None
         if isinstance(data, dict) and "turns" not in data:

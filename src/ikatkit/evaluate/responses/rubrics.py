@@ -25,6 +25,7 @@ from typing import Any
 
 from ikatkit.capabilities import ChatLLM
 from ikatkit.errors import IkatError
+from ikatkit.textfile import open_text, read_text
 
 COVERED = 3
 RUBRIC_ID = re.compile(r"(.+)-r(\d+)")
@@ -45,13 +46,13 @@ def read_rubrics(path: str | Path) -> dict[str, list[Rubric]]:
     if not path.is_file():
         raise IkatError("rubric file not found", path=path,
                         fix="pass rubrics.json, rubrics.csv or assessed-rubrics.csv")
-    start = path.read_text(encoding="utf-8-sig").lstrip()[:1]
+    start = read_text(path).lstrip()[:1]
     if start == "{":
         return _json_rubrics(path)
     if start == "[":
         return _topic_rubrics(path)
     shape = 'a CSV with header "id","rubrik" and ids {topic}-r{n} (e.g. 1-1-r3)'
-    with path.open(encoding="utf-8-sig", newline="") as handle:
+    with open_text(path) as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or [h.strip().lower() for h in header[:2]] != ["id", "rubrik"]:
@@ -81,7 +82,7 @@ def _topic_rubrics(path: Path) -> dict[str, list[Rubric]]:
 def _json_rubrics(path: Path) -> dict[str, list[Rubric]]:
     shape = 'the released rubrics.json: {"1-1": ["a rubric question?", ...], ...}'
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise IkatError(f"invalid JSON: {err.msg}", path=path, where=f"line {err.lineno}, column {err.colno}",
                         fix=shape) from None
