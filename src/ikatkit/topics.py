@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.suggest import path_fix
+from ikatkit.suggest import did_you_mean, path_fix
 from ikatkit.textfile import read_text
 
 log = logging.getLogger(__name__)
@@ -77,11 +78,12 @@ class Conversation:
 
 @dataclass(frozen=True)
 class Topics:
-    """All conversations of one topic file."""
+    """All conversations of one topic file, or some of them (:meth:`subset`; ``whole``: the file's turn count)."""
 
     year: int
     conversations: tuple[Conversation, ...]
     path: Path | None = None
+    whole: int | None = None
     _turns: dict[str, Turn] = field(init=False, repr=False, compare=False)
     _conversation_of: dict[str, Conversation] = field(init=False, repr=False, compare=False)
 
@@ -121,8 +123,17 @@ class Topics:
         raise KeyError(conversation_id)
 
     def subset(self, conversation_ids: list[str]) -> Topics:
-        """The topics restricted to some conversations, in the given order."""
-        return Topics(self.year, tuple(self.conversation(c) for c in conversation_ids), self.path)
+        """The topics restricted to some conversations, in the given order; an id the topics lack is one error
+        suggesting the close ones (``--conversations``)."""
+        known = [c.id for c in self.conversations]
+        unknown = [c for c in conversation_ids if c not in known]
+        if unknown:
+            shown = ", ".join(repr(c) for c in unknown)
+            fix = did_you_mean(unknown[0], known, f"pass conversations of these topics ({len(known)}, e.g. "
+                                                  + ", ".join(known[:3]) + ")")
+            raise IkatError(f"--conversations: no conversation {shown} in the topics", path=self.path, fix=fix)
+        return Topics(self.year, tuple(self.conversation(c) for c in conversation_ids), self.path,
+                      len(self) if self.whole is None else self.whole)
 
     def ptkb_qrels(self) -> dict[str, dict[str, int]]:
         """PTKB qrels from the topics' ``ptkb_provenance``: for each turn that cites statements, every statement
@@ -158,6 +169,18 @@ def detect_year(data: Any, path: Path | None = None) -> int:
     if "responses" in first or isinstance(first.get("ptkb"), list):
         return 2025
     return 2024 if isinstance(first.get("number"), int) else 2023
+
+
+NUMBERING = {2023: "conversation numbers such as '9-1': topic-user", 2024: "integer conversation numbers"}
+
+
+def _numbered_as(data: list[Any]) -> int | None:
+    """2023 when every conversation number is a topic-user string (``9-1``), 2024 when every one is an integer,
+    else None (a 2024 file with string numbers such as ``"0"`` reads as 2024 when asked)."""
+    numbers = [c.get("number") if isinstance(c, dict) else None for c in data]
+    if all(isinstance(n, str) and re.fullmatch(r"\d+-\d+", n) for n in numbers):
+        return 2023
+    return 2024 if all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) else None
 
 
 class _Reader:
@@ -239,6 +262,12 @@ def parse_topics(data: Any, year: int | None = None, path: Path | None = None) -
     if (year == 2025) != (detected == 2025):
         raise IkatError(f"the file looks like {detected} topics, not {year}", path=path,
                         fix=f"pass --year {detected} or the right file")
+    if year != detected and _numbered_as(data) == detected:
+        raise IkatError(f"the file looks like {detected} topics ({NUMBERING[detected]}), not {year}: a {year} run of "
+                        f"them would be {detected}'s turns in {year}'s format", path=path,
+                        fix=f"leave --year out (they read as {detected} topics), or pass the {year} topics; to "
+                            f"rehearse the {year} format on {detected}'s turns, convert a run of them: `ikatkit "
+                            f"convert RUN --to {year} --out FILE`")
     reader = _Reader(path, year)
     return Topics(year, tuple(reader.conversation(c, i) for i, c in enumerate(data)), path)
 

@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ikatkit.atomic import write_json, write_text
 from ikatkit.lock import run_lock
@@ -32,6 +32,9 @@ from ikatkit.runs.model import Run
 from ikatkit.pipelines.session.manifest import NO_PASSAGES, common_part
 from ikatkit.pipelines.session.store import TurnStore
 from ikatkit.topics import Topics
+
+if TYPE_CHECKING:
+    from ikatkit.runs.validate import Problem, ValidationReport
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Outcome:
     valid: bool | None
     already_complete: bool = False
     lines: list[str] = field(default_factory=list)  # the kind's own head lines of the summary
+    validation: list[str] = field(default_factory=list)  # what was validated and found (validation_lines)
 
     @property
     def turns(self) -> int:
@@ -73,10 +77,34 @@ class Outcome:
         notes = {n: c for n, c in m["notes"].items() if n != NO_PASSAGES}
         if notes:
             lines.append("  notes: " + "; ".join(f"{n} x{c}" for n, c in notes.items()))
-        if self.valid is not None:
-            lines.append(f"  validation:   {'valid' if self.valid else 'INVALID'} "
-                         f"(see {self.run_file.parent / 'validation.txt'})")
-        return "\n".join(lines)
+        return "\n".join(lines + self.validation)
+
+
+def _counts(problems: list[Problem]) -> str:
+    """``15 warnings (no-ptkb x15)``-like counts of ``problems`` of one severity, by kind."""
+    kinds: dict[str, int] = {}
+    for problem in problems:
+        kinds[problem.code] = kinds.get(problem.code, 0) + problem.count
+    total = sum(kinds.values())
+    what = f"{problems[0].severity}{'s' * (total != 1)}" if problems else ""
+    return f"{total} {what} (" + ", ".join(f"{code} x{n}" for code, n in kinds.items()) + ")"
+
+
+def validation_lines(report: ValidationReport, topics: Topics, file: Path) -> list[str]:
+    """The summary's validation lines: valid or not, over which turns, the errors and warnings counted by kind (as
+    ``file`` lists them); for a run of some conversations (:meth:`Topics.subset`), what it lacks as an official run
+    of the whole topic file."""
+    found = [_counts(group) for group in (report.errors, report.warnings) if group]
+    scope = ""
+    if topics.whole is not None:
+        scope = f" for the {len(topics.conversations)} conversations run ({len(topics)} turns)"
+    lines = [f"  validation:   {'valid' if report.ok else 'INVALID'}{scope}" + (", " if found else "")
+             + ", ".join(found) + f" (see {file})"]
+    missing = topics.whole - len(topics) if topics.whole is not None else 0
+    if missing:
+        lines.append(f"                as an official run it misses {missing} of the topics' {topics.whole} turns "
+                     f"(`ikatkit validate` of it: INVALID, missing-turn x{missing})")
+    return lines
 
 
 class RunSession:
@@ -92,6 +120,7 @@ class RunSession:
         self.store = TurnStore(self.out / store, store, fresh) if self.out is not None else None
         self._stack = ExitStack()
         self._pipeline: Pipeline | None = None
+        self._validation: list[str] = []
 
     def __enter__(self) -> RunSession:
         from ikatkit.pipelines.preflight import preflight
@@ -148,6 +177,7 @@ class RunSession:
 
         report = validate_run(run if fmt is not None else run_file, topics)
         write_text(self.out / "validation.txt", str(report) + "\n")
+        self._validation = validation_lines(report, topics, self.out / "validation.txt")
         return run_file, trec_file, report.ok
 
     def finish(self, *, kind: str, run: Run, records: list[TurnRecord], files: tuple[Path, Path],
@@ -167,4 +197,4 @@ class RunSession:
         manifest_file = self.out / "manifest.json"
         write_json(manifest_file, manifest)
         return Outcome(manifest, run, records, files[0], files[1], manifest_file, valid, already_complete,
-                       list(lines or []))
+                       list(lines or []), self._validation)
