@@ -178,12 +178,12 @@ def _cells(line: str) -> list[str]:
 
 
 def _tsv(text: str) -> dict[tuple[str, str], float]:
-    return {(m, q): float(v) for m, q, v in (line.split("\t") for line in text.splitlines())}
+    return {(m, q): float(v) for m, q, v in (line.split("\t") for line in text.splitlines() if line[:1] != "#")}
 
 
 def test_eval_means_and_per_turn_values_are_pytrec_evals(runs):
     """`eval --per-query` (TSV) and `--format json`: each turn's value and each mean, for a run that leaves judged
-    turns out (skipped by default, 0 with --missing zero), and the counts on standard error."""
+    turns out (skipped by default, 0 with --missing zero), and the counts below the table."""
     expected = trec_eval(runs.qrels, runs.rankings["manual"], TRACK)
     code, printed, err = _cli(["eval", str(runs.paths["manual"]), "--qrels", str(runs.year / "qrels.txt"),
                                "--per-query"])
@@ -193,8 +193,10 @@ def test_eval_means_and_per_turn_values_are_pytrec_evals(runs):
         assert values[(measure, "all")] == pytest.approx(np.mean([v[measure] for v in expected.values()]), abs=1e-6)
         for qid, v in expected.items():
             assert values[(measure, qid)] == pytest.approx(v[measure], abs=1e-6), (measure, qid)
-    assert err.strip() == (f"{len(expected)} judged turns evaluated, {len(runs.qrels) - len(expected)} judged "
-                           "turns missing from the run")
+    assert printed.splitlines()[-1] == (
+        f"# means over the {len(expected)} judged turns the run has (of {len(runs.qrels)} in the qrels); "
+        f"{len(runs.qrels) - len(expected)} judged turns missing from the run (left out, as trec_eval does; "
+        "--missing zero scores them 0)") and err == ""
     code, printed, err = _cli(["eval", str(runs.paths["manual"]), "--qrels", str(runs.year / "qrels.txt"),
                                "--missing", "zero", "--format", "json"])
     result = json.loads(printed)
@@ -237,8 +239,9 @@ def test_eval_ptkb_values_and_counts(runs):
     empty = sum(q in runs.ptkb["manual"] and not runs.ptkb["manual"][q] for q in runs.ptkb_qrels)
     absent = sum(q not in runs.ptkb["manual"] for q in runs.ptkb_qrels)
     assert empty > 0 and absent > 0 and len(expected) + empty + absent == len(runs.ptkb_qrels)
-    assert err.strip() == (f"{len(expected)} judged turns evaluated, {empty} judged turns in the run with an empty "
-                           f"PTKB provenance list, {absent} judged turns not in the run")
+    assert err.strip() == (f"means over the {len(expected)} judged turns the run has (of {len(runs.ptkb_qrels)} in "
+                           f"the qrels); {empty} judged turns in the run with an empty PTKB provenance list, {absent} "
+                           "judged turns not in the run (left out, as trec_eval does; --missing zero scores them 0)")
 
 
 def _rouge(responses: dict[str, str], references: dict[str, str]) -> dict[str, dict[str, float]]:

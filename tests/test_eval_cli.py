@@ -25,7 +25,8 @@ def test_eval_command_reproduces_every_published_figure(ikat2023, tmp_path, caps
     assert set(result["mean"]) == set(published)
     for name, value in published.items():
         assert abs(result["mean"][name] - value) < 1e-6, name
-    assert "176 judged turns evaluated, 0 judged turns missing" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("means over the 176 judged turns the run has (of 176 in the qrels); 0 judged "
+                                       "turns missing from the run\n")  # JSON holds no remark: it goes beside
 
 
 def test_eval_command_rejects_unknown_measure_and_bad_qrels(ikat2023, tmp_path, capsys):
@@ -201,3 +202,38 @@ def test_eval_refuses_an_interactive_run_against_offline_turn_qrels(tmp_path, ca
     bad.write_text(f"rub_1-1_1 {_pid(1)} 2\nrub_1-1_1 {_pid(1)}\n")
     assert main(["eval", str(dump), "--qrels", str(bad), "--rubrics", str(rubrics)]) == 2
     assert "line 2" in capsys.readouterr().err
+
+
+def test_trec_eval_names_print_their_relevance_level(tmp_path, capsys):
+    """One turn, d:1 graded 1 and d:2 graded 2, ranked d:1, d:2: at rel >= 1 both count, at rel >= 2 only d:2."""
+    (tmp_path / "qrels.txt").write_text("1-1_1 0 d:1 1\n1-1_1 0 d:2 2\n")
+    (tmp_path / "run.trec").write_text("1-1_1 Q0 d:1 1 2.0 x\n1-1_1 Q0 d:2 2 1.0 x\n")
+    assert main(["eval", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt"),
+                 "--measures", "map", "AP", "P_20", "P@20", "mrr_10"]) == 0
+    # AP(rel=2) = (1/2) / 1; AP = (1/1 + 2/2) / 2; P(rel=2)@20 = 1/20; P@20 = 2/20; RR(rel=2) = 1/2
+    assert capsys.readouterr().out.splitlines()[:5] == [
+        "map (AP(rel=2))\tall\t0.500000", "AP\tall\t1.000000", "P_20 (P(rel=2)@20)\tall\t0.050000",
+        "P@20\tall\t0.100000", "mrr_10 (RR(rel=2) of the top 10 as ranked)\tall\t0.500000"]
+
+
+def test_a_cut_trec_run_says_below_its_table_which_turns_the_means_are_over(ikat2023, tmp_path, capsys):
+    """The reference run's TREC view cut after its 20,000th line (200 turns of 100 passages): 113 of the 176
+    judged turns; the printed mean is the whole run's per-turn mean over those 113."""
+    whole = tmp_path / "whole.trec"
+    assert main(["convert", str(ikat2023 / "reference_run" / "splade_deberta_run.json"), "--to", "trec",
+                 "--out", str(whole)]) == 0
+    cut = tmp_path / "cut.trec"
+    cut.write_text("".join(whole.read_text().splitlines(keepends=True)[:20000]))
+    capsys.readouterr()
+    assert main(["eval", str(cut), "--qrels", str(ikat2023 / "qrels.txt"), "--measures", "nDCG@3"]) == 0
+    captured = capsys.readouterr()
+    table, note = captured.out.splitlines()
+    assert note == ("# means over the 113 judged turns the run has (of 176 in the qrels); 63 judged turns missing "
+                    "from the run (left out, as trec_eval does; --missing zero scores them 0)")
+    assert captured.err == ""
+    from ikatkit.evaluate.evaluate import evaluate
+
+    full = evaluate(whole, ikat2023 / "qrels.txt", ["nDCG@3"])
+    kept = {line.split()[0] for line in cut.read_text().splitlines()} & set(full.per_query)
+    assert len(kept) == 113
+    assert table == f"nDCG@3\tall\t{sum(full.per_query[q]['nDCG@3'] for q in kept) / 113:.6f}"

@@ -155,7 +155,7 @@ def test_a_correct_run_over_a_small_index_is_not_warned_another_years_is_refused
     with caplog.at_level(logging.WARNING):
         assert main(["eval", str(own), "--qrels", str(qrels), "--measures", "nDCG@3"]) == 0
     assert not [r for r in caplog.records if "judged in the qrels" in r.getMessage()]
-    assert "176 judged turns evaluated" in capsys.readouterr().err
+    assert "# means over the 176 judged turns the run has (of 176 in the qrels)" in capsys.readouterr().out
     for command in (["eval", str(other)], ["compare", str(own), str(other)]):  # report: compare_runs as compare
         assert main([*command, "--qrels", str(qrels)]) == 2
         err = capsys.readouterr().err

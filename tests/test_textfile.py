@@ -39,7 +39,7 @@ def _eval(capsys, run, qrels) -> str:
 def test_gzipped_run_and_qrels_evaluate_as_the_plain_files(ikat2023, trec_run, tmp_path, capsys):
     plain = _eval(capsys, trec_run, ikat2023 / "qrels.txt")
     published = json.loads((ikat2023 / "reference_run" / "splade_deberta_perf.json").read_text())["ndcg_cut_5"]
-    assert f"ndcg_cut_5\tall\t{published:.6f}" in plain
+    assert f"ndcg_cut_5 (nDCG@5)\tall\t{published:.6f}" in plain
     run_gz = _gzip(trec_run, tmp_path / "raw.trec.gz")
     qrels_gz = _gzip(ikat2023 / "qrels.txt", tmp_path / "qrels.txt.gz")
     no_suffix = _gzip(ikat2023 / "qrels.txt", tmp_path / "qrels-packed")  # told by its magic bytes

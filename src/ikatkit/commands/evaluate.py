@@ -112,25 +112,37 @@ def _run_eval(args: argparse.Namespace) -> int:
         if isinstance(found, TypeTable):
             return _print_table(args, found)
         result = found
+    note = _turns_note(args, result, rankings if args.ptkb and not args.classify else None)
     text = (json.dumps(result.to_json(args.per_query), indent=2) + "\n" if args.format == "json"
-            else result.to_tsv(args.per_query))
+            else result.to_tsv(args.per_query) + f"# {note}\n")
     if args.out:
         write_text(args.out, text)
     else:
         sys.stdout.write(text)
-    counts = f"{len(result.evaluated)} judged turns evaluated, "
-    if args.ptkb and not args.classify:
+    if args.format == "json":  # JSON holds the counts but no remark: the remark goes beside it
+        print(note, file=sys.stderr)
+    return 0
+
+
+def _turns_note(args: argparse.Namespace, result: EvalResult, rankings: Run | dict[str, dict[str, float]] | None
+                ) -> str:
+    """What the means are over: the judged turns the run has, of those in the qrels, and the others (missing, or
+    for PTKB rankings apart: listed empty and not in the run), skipped or scored 0 (``--missing``)."""
+    judged, evaluated = len(result.evaluated) + len(result.missing), len(result.evaluated)
+    if args.missing == "zero" and result.missing:
+        head = f"means over the {judged} judged turns of the qrels, {evaluated} that the run has"
+        tail = " (scored 0: --missing zero)"
+    else:
+        head = f"means over the {evaluated} judged turns the run has (of {judged} in the qrels)"
+        tail = " (left out, as trec_eval does; --missing zero scores them 0)" if result.missing else ""
+    if rankings is not None:
         from ikatkit.evaluate.ptkb import ptkb_rankings
 
         listed = ptkb_rankings(rankings)
         empty = sum(q in listed for q in result.missing)
-        counts += (f"{empty} judged turns in the run with an empty PTKB provenance list, "
-                   f"{len(result.missing) - empty} judged turns not in the run")
-    else:
-        counts += f"{len(result.missing)} judged turns missing from the run"
-    print(counts + (" (scored 0: --missing zero)" if args.missing == "zero" and result.missing else ""),
-          file=sys.stderr)
-    return 0
+        return (f"{head}; {empty} judged turns in the run with an empty PTKB provenance list, "
+                f"{len(result.missing) - empty} judged turns not in the run{tail}")
+    return f"{head}; {len(result.missing)} judged turns missing from the run{tail}"
 
 
 def _passage_eval(args: argparse.Namespace) -> EvalResult | TypeTable:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.evaluate.evaluate import EvalResult, Rankings, evaluate, rankings_of
-from ikatkit.evaluate.measures import PTKB_MEASURES, TRACK_MEASURES
+from ikatkit.evaluate.measures import PTKB_MEASURES, TRACK_MEASURES, shown
 from ikatkit.evaluate.ptkb import ptkb_rankings
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.evaluate.significance import correct, paired_test
@@ -80,7 +80,7 @@ class Comparison:
         (:func:`significance_mark`) and, with judged fractions, the runs' judged@10."""
         measures = self.measures
         judged = 10 in JUDGED_DEPTHS and bool(self.judged)
-        lines = [["run", *measures, *(["judged@10"] if judged else [])]]
+        lines = [["run", *map(shown, measures), *(["judged@10"] if judged else [])]]
         for name in self.results:
             marks = [significance_mark(self._row(name, m)["p_adjusted"]) if name != self.baseline else ""
                      for m in measures]

@@ -11,7 +11,7 @@ from typing import Any
 import ir_measures
 
 from ikatkit.errors import IkatError
-from ikatkit.evaluate.measures import TRACK_MEASURES, TREC_EVAL_CUTS, parse_measures
+from ikatkit.evaluate.measures import TRACK_MEASURES, TREC_EVAL_CUTS, parse_measures, shown
 from ikatkit.evaluate.qrels import Qrels, load_qrels
 from ikatkit.runs.model import Run
 
@@ -45,9 +45,9 @@ class EvalResult:
 
     def to_tsv(self, per_query: bool = False) -> str:
         """``measure<TAB>qid|all<TAB>value`` lines, as trec_eval prints them."""
-        lines = [f"{m}\tall\t{v:.6f}" for m, v in self.mean.items()]
+        lines = [f"{shown(m)}\tall\t{v:.6f}" for m, v in self.mean.items()]
         if per_query:
-            lines += [f"{m}\t{q}\t{v:.6f}" for q, values in self.per_query.items() for m, v in values.items()]
+            lines += [f"{shown(m)}\t{q}\t{v:.6f}" for q, values in self.per_query.items() for m, v in values.items()]
         return "\n".join(lines) + "\n"
 
 

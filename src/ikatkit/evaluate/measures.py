@@ -31,6 +31,17 @@ TREC_EVAL_NAMES = {
 TREC_EVAL_CUTS = {"mrr_10": 10}
 
 
+def shown(name: str) -> str:
+    """How a measure asked as ``name`` is printed: a trec_eval name with the ir-measures measure it stands for, its
+    relevance level explicit (``map (AP(rel=2))``, ``P_20 (P(rel=2)@20)``), so that it is not compared with ``AP`` or
+    ``P@20`` (rel >= 1) by accident; any other name as asked."""
+    meant = TREC_EVAL_NAMES.get(name)
+    if meant is None:
+        return name
+    cut = TREC_EVAL_CUTS.get(name)
+    return f"{name} ({meant} of the top {cut} as ranked)" if cut else f"{name} ({meant})"
+
+
 MRR_NOTE = ("{name!r} is ir-measures' RR at rel >= 1 (a passage graded 1 counts as relevant); iKAT reports "
             "reciprocal rank at rel >= 2 (mrr_10 in published results): pass 'RR(rel=2)' for that (0/1 PTKB qrels "
             "give the same either way)")
@@ -49,7 +60,7 @@ def parse_measures(names: tuple[str, ...] | list[str]) -> list:
         except (ValueError, NameError, SyntaxError, TypeError) as err:
             raise IkatError(f"unknown measure {name!r} ({err})",
                             fix=suggest_measure(name, "use ir-measures syntax, e.g. 'nDCG@10'")) from None
-        if name.upper().startswith("MRR") and "rel=" not in name:
+        if name.upper().startswith("MRR") and "rel=" not in name and name not in TREC_EVAL_NAMES:
             log.warning(MRR_NOTE.format(name=name))
     return parsed
 
