@@ -85,3 +85,27 @@ def test_a_wrong_index_leaves_no_output_folder(tmp_path, demo_dir, capsys):
     (tmp_path / "empty").mkdir()
     line = _run_error(capsys, CONFIG, demo_dir, tmp_path, "--index", str(tmp_path / "empty"))
     assert "not a Lucene index" in line
+
+
+def test_a_path_of_the_other_kind_is_said_so_and_never_suggested_back(ikat2023, tmp_path, capsys):
+    qrels, topics = ikat2023 / "qrels.txt", ikat2023 / "test_topics.json"
+    assert main(["search", "--index", str(qrels), "--topics", str(topics), "--out", str(tmp_path / "x.trec")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"ikatkit: error: {qrels}: no index folder here — fix: it is a file, not a folder: give the folder of a "
+        "Lucene index")  # was "did you mean '.../qrels.txt' or '.../ptkb_qrels.nist.txt'?"
+    (tmp_path / "runs" / "raw-bm25").mkdir(parents=True)
+    (tmp_path / "runs" / "raw-bm25.json").write_text("{}")  # the file of the wanted kind is suggested, not the folder
+    assert path_fix(tmp_path / "runs" / "raw-bm25", "pass a run file") == (
+        f"did you mean '{tmp_path / 'runs' / 'raw-bm25.json'}'? it is a folder, not a file: pass a run file")
+
+
+def test_a_run_folder_names_its_run_file(ikat2023, tmp_path, capsys):
+    folder = tmp_path / "runs" / "raw"
+    folder.mkdir(parents=True)
+    for name in ("raw-bm25.json", "raw-bm25.trec"):
+        (folder / name).write_text("9-1_1 Q0 d:1 1 1.0 raw-bm25\n")
+    (folder / "manifest.json").write_text('{"files": {"run": "raw-bm25.json", "trec": "raw-bm25.trec"}}')
+    assert main(["eval", str(folder), "--qrels", str(ikat2023 / "qrels.txt")]) == 2
+    assert capsys.readouterr().err == (
+        f"ikatkit: error: {folder}: a run folder, not a run file — fix: pass its run file, {folder / 'raw-bm25.json'} "
+        f"(or its TREC run, {folder / 'raw-bm25.trec'})\n")  # was "did you mean 'runs/raw'?"

@@ -25,12 +25,18 @@ def did_you_mean(name: str, choices: Iterable[str], fix: str = "", show: Callabl
 
 
 def path_fix(path: str | Path, fix: str) -> str:
-    """``fix`` for a path that does not exist, led by the close names in its folder ("did you mean
-    'configs/demo.toml'?"), shown as the path was written."""
+    """``fix`` for a path that is not what was wanted, shown as the path was written. A path that does not exist:
+    led by the close names in its folder ("did you mean 'configs/demo.toml'?"). A path that exists is of the other
+    kind (a file where a folder was wanted, or the reverse): said so, led by the close names of the wanted kind;
+    never the path typed."""
     path = Path(path)
     folder = path.parent
+    exists = path.is_dir() or path.is_file()
     try:
-        names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+        names = [p.name for p in folder.iterdir() if p.name != path.name
+                 and (not exists or p.is_dir() != path.is_dir())] if folder.is_dir() else []
     except OSError:
         names = []
+    if exists:
+        fix = f"it is a {'folder' if path.is_dir() else 'file'}, not a {'file' if path.is_dir() else 'folder'}: {fix}"
     return did_you_mean(path.name, names, fix, show=lambda m: str(folder / m) if str(folder) != "." else m)

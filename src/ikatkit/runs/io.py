@@ -38,6 +38,7 @@ from ikatkit import jsonl
 from ikatkit.errors import IkatError
 from ikatkit.suggest import path_fix
 from ikatkit.textfile import read_text
+from ikatkit.runs.manifest import run_files
 from ikatkit.runs.model import PassageRef, PtkbRef, Response, Run, TurnResult, UserTurn
 from ikatkit.runs.templates import TEMPLATE_FILES, Template, load_template
 from ikatkit.topics import Topics
@@ -75,6 +76,10 @@ def load_records(path: str | Path, fmt: str | None = None) -> tuple[str, list[Re
     path = Path(path)
     if fmt is not None and fmt not in READ_FORMATS:
         raise IkatError(f"unknown run format {fmt!r}", fix=f"use one of {READ_FORMATS}")
+    if path.is_dir() and run_files(path):
+        found = run_files(path)
+        raise IkatError("a run folder, not a run file", path=path,
+                        fix=f"pass its run file, {found[0]}" + (f" (or its TREC run, {found[1]})" if found[1:] else ""))
     if not path.is_file():
         raise IkatError("run file not found", path=path, fix=path_fix(path, "pass the path of a run file"))
     text = read_text(path)

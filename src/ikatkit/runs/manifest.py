@@ -48,17 +48,32 @@ def read_manifest(path: str | Path) -> RunManifest:
                             "(a manifest of an older ikatkit: rerun the command to rewrite it)") from None
 
 
-def manifest_of(run_file: str | Path) -> dict[str, Any] | None:
-    """The manifest beside ``run_file`` when it names it (as its run, TREC or dump file), else None."""
-    path = Path(run_file)
-    manifest_file = path.parent / "manifest.json"
+def _lenient(folder: Path) -> dict[str, Any] | None:
+    """The manifest in ``folder``, read leniently (a manifest of an older ikatkit still names its files and
+    description), or None."""
+    manifest_file = folder / "manifest.json"
     if not manifest_file.is_file():
         return None
-    try:  # leniently: a manifest of an older ikatkit still names its files and description
+    try:
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(manifest, dict):
+    return manifest if isinstance(manifest, dict) else None
+
+
+def run_files(folder: str | Path) -> list[Path]:
+    """The run files a run folder's manifest names (its run or dump, then its TREC run) that are there."""
+    manifest = _lenient(Path(folder)) or {}
+    files = manifest.get("files")
+    names = [files.get("run"), files.get("trec")] if isinstance(files, dict) else []
+    return [Path(folder) / n for n in names if isinstance(n, str) and (Path(folder) / n).is_file()]
+
+
+def manifest_of(run_file: str | Path) -> dict[str, Any] | None:
+    """The manifest beside ``run_file`` when it names it (as its run, TREC or dump file), else None."""
+    path = Path(run_file)
+    manifest = _lenient(path.parent)
+    if manifest is None:
         return None
     files = manifest.get("files") or {}
     dump = manifest.get("dump") or {}
