@@ -54,11 +54,11 @@ def test_no_estimate_from_the_first_batch_then_the_rate_after_it():
     clock.now = 40.0
     bar.update(16)
     assert bar.left() is None
-    assert log.getvalue() == "turns: 16 of 160 turn in 40 s, 0 turn/s\n"
+    assert log.getvalue() == "turns: 16 of 160 turns in 40 s, 2.5 s/turn\n"
     clock.now = 42.0
     bar.update(16)
     assert bar.left() == pytest.approx(16.0)
-    assert log.getvalue().splitlines()[-1] == "turns: 32 of 160 turn in 42 s, 1 turn/s, about 0:16 left"
+    assert log.getvalue().splitlines()[-1] == "turns: 32 of 160 turns in 42 s, 1.3 s/turn, about 0:16 left"
     resumed = Progress("turns", "turn", 160, stream=io.StringIO(), every=0, initial=64, clock=clock)
     clock.now = 50.0
     resumed.update(16)
@@ -84,7 +84,7 @@ def test_a_terminal_bar_shows_the_estimate_only_after_the_first_batch():
         bar.update(16)
         clock.now = 82.0
         bar.update(16)
-    assert both.getvalue().rstrip().endswith("32/160 [00:00, 0:16 left]")
+    assert both.getvalue().rstrip().endswith("32/160 [00:00, about 0:16 left]")
 
 
 def test_a_log_gets_its_lines_when_updates_are_rare(monkeypatch):

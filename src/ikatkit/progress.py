@@ -2,9 +2,16 @@
 (``$IKATKIT_PROGRESS_EVERY`` seconds when set), whether updates come often or seldom (a thread prints the line
 when none came), and one at the end; never a line per update.
 
-The time left is estimated from the updates after the first: the first one carries the warm-up (models loading,
-caches filling), so an estimate from it alone says minutes for a job of seconds. Until a second update there is
-no estimate."""
+A line says what is done, in plural units ("0 of 12 turns"), the rate in the unit that reads (``2.5 turns/s``, or
+``7.5 s/turn`` below one a second; none before anything is done), the time left, and what is at work now when the
+caller says (:meth:`Progress.now`: a pipeline names the stage and the batch, so a first batch that loads models for a
+minute says where it is).
+
+The time left is estimated at each update from the updates after the first: the first one carries the warm-up
+(models loading, caches filling), so an estimate from it alone says minutes for a job of seconds. Until a second
+update there is no estimate. Between updates the estimate counts down from the one made at the last update: it never
+grows while nothing completes (the rate since the first update would, with every second of waiting); once it has
+run out with work left, the line says "past the estimate" until the next update makes a new one."""
 
 from __future__ import annotations
 
@@ -39,6 +46,8 @@ class Progress:
         self._clock = clock
         self._started = self._shown = clock()
         self._first: tuple[float, int] | None = None  # (time, done) at the first update: the warm-up's end
+        self._estimate: tuple[float, float] | None = None  # (time, seconds left) made at the last update
+        self.doing: str | None = None  # what is at work now (:meth:`now`)
         self._bar = None
         self._lock = threading.Lock()  # the log's line: printed by an update or by the ticking thread
         self._stop = threading.Event()
@@ -57,13 +66,15 @@ class Progress:
     def moveto(self, done: int) -> None:
         if done == self.done:
             return
+        now = self._clock()
         if self._first is None:
-            self._first = (self._clock(), done)
+            self._first = (now, done)
         step, self.done = done - self.done, done
+        since, first = self._first
+        if self.total is not None and done > first and now > since:
+            self._estimate = (now, (self.total - done) * (now - since) / (done - first))
         if self._bar is not None:
-            left = self.left()
-            if left is not None:
-                self._bar.set_postfix_str(f"{_clock_text(left)} left", refresh=False)
+            self._bar.set_postfix_str(self._postfix(), refresh=False)
             self._bar.update(step)
         else:
             with self._lock:
@@ -79,24 +90,38 @@ class Progress:
                 self._line()
             return self.every - (self._clock() - self._shown)
 
+    def now(self, doing: str | None) -> None:
+        """Say what is at work now (a stage, a batch): on a log's next line and the bar's postfix; None: nothing."""
+        self.doing = doing
+        if self._bar is not None:
+            self._bar.set_postfix_str(self._postfix())
+
     def left(self) -> float | None:
-        """Seconds left at the rate since the first update; None before a second update or without a total."""
-        if self.total is None or self._first is None:
+        """Seconds left: the estimate made at the last update (the rate since the first update), less the time since
+        it; never below 0. None before a second update or without a total."""
+        if self._estimate is None:
             return None
-        since, done = self._first
-        if self.done <= done or self._clock() <= since:
-            return None
-        return (self.total - self.done) * (self._clock() - since) / (self.done - done)
+        made, seconds = self._estimate
+        return max(0.0, seconds - (self._clock() - made))
+
+    def _eta(self) -> str:
+        left = self.left()
+        if left is None or self.done == self.total:
+            return ""
+        return f"about {_clock_text(left)} left" if left > 0 else "past the estimate"
+
+    def _postfix(self) -> str:
+        return ", ".join(part for part in (self._eta(), self.doing and f"now: {self.doing}") if part)
 
     def _line(self, end: str = "") -> None:
         self._shown = self._clock()
         seconds = self._shown - self._started
         of = f" of {self.total:,}" if self.total is not None else ""
-        rate = f", {(self.done - self._initial) / seconds:,.0f} {self.unit}/s" if seconds > 0 else ""
-        left = self.left() if not end else None
-        eta = f", about {_clock_text(left)} left" if left is not None else ""
-        print(f"{self.desc}: {self.done:,}{of} {self.unit} in {seconds:,.0f} s{rate}{eta}{end}", file=self.stream,
-              flush=True)
+        count = self.total if self.total is not None else self.done
+        rate = rate_text(self.done - self._initial, seconds, self.unit)
+        parts = [f"{self.desc}: {self.done:,}{of} {units(count, self.unit)} in {seconds:,.0f} s", rate,
+                 *([] if end else [self._postfix()])]
+        print(", ".join(part for part in parts if part) + end, file=self.stream, flush=True)
 
     def close(self) -> None:
         """End the bar; in a log, the closing line (the totals)."""
@@ -147,6 +172,28 @@ def _tick(bar: weakref.ref[Progress], stop: threading.Event) -> None:
         except (OSError, ValueError):  # the stream closed under an unclosed bar
             return
         del found
+
+
+def units(count: float, unit: str) -> str:
+    """``unit`` (singular or plural as given) in the number that fits ``count``: turn, 1 turn, 12 turns."""
+    one = unit[:-1] if unit.endswith("s") else unit
+    return one if count == 1 else f"{one}s"
+
+
+def rate_text(done: int, seconds: float, unit: str) -> str:
+    """``done`` units in ``seconds`` as the rate that reads: units a second from one a second (``2.5 turns/s``), else
+    seconds a unit (``7.5 s/turn``); two significant places below 10, whole numbers above. Empty when none is
+    done (a rate of 0 says nothing)."""
+    if done <= 0 or seconds <= 0:
+        return ""
+    per_second = done / seconds
+    if per_second >= 1:
+        return f"{_figure(per_second)} {units(2, unit)}/s"
+    return f"{_figure(seconds / done)} s/{units(1, unit)}"
+
+
+def _figure(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:,.0f}"
 
 
 def _clock_text(seconds: float) -> str:

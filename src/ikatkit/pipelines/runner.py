@@ -11,6 +11,7 @@ checked before anything loads and again with the models' identities, and written
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ikatkit.errors import IkatError
@@ -71,16 +72,24 @@ def _run(session: RunSession, topics: Topics, out: Path, validate: bool, restart
             [Progress("turns", "turn", len(records), initial=done_turns)])
     done_now, turns_now, seconds_now = 0, 0, 0.0
     with held_refusals() as held:  # the guards' warnings would land amid the bars: one line after them
-        for i in pending:
-            if max_batches is not None and done_now >= max_batches:
-                break
-            batch = pipeline(batches[i], (lambda p, done: bars[p].update(len(done))) if per_stage else None)
-            if not per_stage:
-                bars[0].update(len(batch))
-            store.save(batch_unit(i), {"batch": i, "qids": [r.qid for r in batch], "seconds": pipeline.seconds,
-                                       "records": [r.to_json() for r in batch]})
-            done_now, turns_now = done_now + 1, turns_now + len(batch)
-            seconds_now += sum(pipeline.seconds.values())
+        try:
+            for i in pending:
+                if max_batches is not None and done_now >= max_batches:
+                    break
+                at_work = _at_work(pipeline, bars, per_stage, f"batch {i + 1} of {len(batches)}"
+                                   + (" (the first: models load on first use)" if done_now == 0 else ""))
+                batch = pipeline(batches[i], at_work)
+                if not per_stage:
+                    bars[0].update(len(batch))
+                store.save(batch_unit(i), {"batch": i, "qids": [r.qid for r in batch], "seconds": pipeline.seconds,
+                                           "records": [r.to_json() for r in batch]})
+                done_now, turns_now = done_now + 1, turns_now + len(batch)
+                seconds_now += sum(pipeline.seconds.values())
+        except KeyboardInterrupt:  # a stop (ikatkit.stopping.Stopped) or Ctrl-C in the API: what is kept, then on
+            saved = len(records) - sum(len(batches[i]) for i in range(len(batches)) if not store.done(batch_unit(i)))
+            print(f"run {config.name}: stopped; {saved} of {len(records)} turns saved ({turns_now} now) in "
+                  f"{store.dir}; the batch at work is dropped", file=sys.stderr)
+            raise
         for bar in bars:
             bar.close()
     if held.line():
@@ -111,14 +120,37 @@ def _run(session: RunSession, topics: Topics, out: Path, validate: bool, restart
                f"  TREC run:     {trec_file}", f"  manifest:     {out / 'manifest.json'}"])
 
 
+def _at_work(pipeline: Pipeline, bars: list[Progress], per_stage: bool,
+             batch: str) -> Callable[[int, list[TurnRecord]], None]:
+    """Name the stage at work on ``batch`` (its first now; the next after each one) on the bars, and count a stage's
+    finished turns on its own bar (a bar per stage); returns the pipeline's ``after_stage``."""
+    names = [stage.name for stage in pipeline.stages]
+
+    def say(stage: int) -> None:
+        if per_stage:
+            for p, bar in enumerate(bars):
+                bar.now(batch if p == stage else None)
+        elif stage < len(names):
+            bars[0].now(f"{names[stage]} on {batch}")
+
+    def after_stage(stage: int, done: list[TurnRecord]) -> None:
+        if per_stage:
+            bars[stage].update(len(done))
+        say(stage + 1)
+
+    say(0)
+    return after_stage
+
+
 def _index_manifest(index: str | Path | None) -> dict | None:
     """The index's manifest; for a foreign Lucene index, what was detected in it."""
     import json
 
-    from ikatkit.index.lucene import MANIFEST, is_lucene_folder, open_index
+    from ikatkit.index.lucene import is_lucene_folder, lucene_info
+    from ikatkit.index.manifest import MANIFEST
 
     if index is None:
         return None
     if (Path(index) / MANIFEST).exists():
         return json.loads((Path(index) / MANIFEST).read_text(encoding="utf-8"))
-    return open_index(index).describe() if is_lucene_folder(index) else None
+    return lucene_info(index).describe() if is_lucene_folder(index) else None
