@@ -284,7 +284,7 @@ def test_a_resume_after_a_prompt_edit_is_refused(tmp_path, topics, demo_index, m
     with pytest.raises(IkatError, match="rerun to resume"):
         run_pipeline(config, topics, tmp_path / "out", index=demo_index, max_batches=1)
     (prompts / "rtg_response.txt").write_text((prompts / "rtg_response.txt").read_text() + "\nBe brief.\n")
-    with pytest.raises(IkatError, match="holds checkpoints of another prompts — fix: use a new --out"):
+    with pytest.raises(IkatError, match="holds checkpoints of other prompts — fix: use a new --out"):
         run_pipeline(config, topics, tmp_path / "out", index=demo_index)
 
 

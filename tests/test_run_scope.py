@@ -68,3 +68,12 @@ def test_a_year_the_topics_are_not_is_refused(ikat2023, config, tmp_path, capsys
         parse_topics(data, 2023)
     data[0]["number"] = "0"  # a 2024 file with string numbers: read as 2024 when asked, as the docstring says
     assert parse_topics(data, 2024).year == 2024
+
+
+def test_other_topics_in_the_same_folder_are_refused_in_plain_words(ikat2023, passages_index, config, tmp_path):
+    from ikatkit.pipelines import run_pipeline
+
+    topics = load_topics(ikat2023 / "test_topics.json")
+    run_pipeline(config, topics.subset(["9-1"]), tmp_path / "run", index=passages_index)
+    with pytest.raises(IkatError, match="holds checkpoints of other topics — fix: use a new --out"):  # was 'another'
+        run_pipeline(config, topics.subset(["10-1"]), tmp_path / "run", index=passages_index)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import copy
 import gc
 import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from ikatkit import __version__
 from ikatkit.commands import (configs, context, dialogues, evaluate, finetune, index, interactive, matcher, partition,
@@ -20,11 +22,54 @@ from ikatkit.commands import (configs, context, dialogues, evaluate, finetune, i
                               view)
 from ikatkit.errors import IkatError
 from ikatkit.extras import as_error
+from ikatkit.suggest import did_you_mean
 from ikatkit.stopping import Stopped, handling_stops, received, resume_command
 
 
+def shown_default(action: argparse.Action) -> str | None:
+    """An argument's default as ``--help`` and docs/cli.md show it; None where there is none to show (no value, a
+    flag)."""
+    default = action.default
+    return None if default in (None, False, argparse.SUPPRESS) or action.nargs == 0 else str(default)
+
+
+class _Help(argparse.HelpFormatter):
+    """argparse's help, each option's default after its text unless the text already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = shown_default(action)
+        if default is None or "default" in text.lower() or text == argparse.SUPPRESS:
+            return text
+        return f"{text} (default: {default.replace('%', '%%')})"
+
+    def _format_action(self, action: argparse.Action) -> str:
+        default = shown_default(action)
+        if not (action.help or "").strip() and default is not None:  # argparse shows no line for an empty help
+            action = copy.copy(action)
+            action.help = f"default: {default.replace('%', '%%')}"
+        return super()._format_action(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """The ``ikatkit`` parsers (every subcommand's too): defaults in ``--help``; a mistyped choice (a command,
+    ``--format tsvv``) answered with the close ones."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            fix = did_you_mean(str(value), [str(c) for c in choices])
+            listed = ", ".join(map(repr, choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}" + (f" — {fix}" if fix else "")
+                                         + f" (choose from {listed})")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ikatkit", description="TREC iKAT toolkit: topics, indexes, pipelines, runs, validation, evaluation.")
     parser.add_argument("--version", action="version", version=f"ikatkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

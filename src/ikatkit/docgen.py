@@ -142,10 +142,12 @@ def _usage(name: str, parser: argparse.ArgumentParser) -> str:
 
 
 def _row(action: argparse.Action) -> str:
+    from ikatkit.cli import shown_default
+
     names = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{_metavar(action)}`"
     value = _value(action) if action.option_strings else ""
-    default = action.default
-    shown = "" if default in (None, False, argparse.SUPPRESS) or action.nargs == 0 else f"`{default}`"
+    default = shown_default(action)
+    shown = "" if default is None else f"`{default}`"
     required = " (required)" if action.required and action.option_strings else ""
     help_text = (action.help or "") if action.help != argparse.SUPPRESS else ""
     if "%(" in help_text:

@@ -38,6 +38,14 @@ def batch_unit(batch: int) -> str:
     return f"batch-{batch:05d}"
 
 
+PLURAL_PARTS = ("topics", "prompts", "threads", "classifier files")  # fingerprint parts named by a plural noun
+
+
+def _other(part: str) -> str:
+    """A changed fingerprint part as the refusal names it: 'another config', 'other topics'."""
+    return f"{'other' if part.startswith(PLURAL_PARTS) else 'another'} {part}"
+
+
 class TurnStore:
     """Units of finished turns under ``folder``; ``what`` names them in errors (``checkpoints``, ``turns``);
     ``fresh`` is the fix of a refused folder, in the options of the command that runs (its driver's)."""
@@ -52,7 +60,7 @@ class TurnStore:
             kept = json.loads(self.stamp.read_text(encoding="utf-8"))["parts"]
             changed = [key for key, value in parts.items() if kept.get(key) != value]
             if changed:
-                raise IkatError(f"the output folder holds {self.what} of another {', '.join(changed)}",
+                raise IkatError(f"the output folder holds {self.what} of " + ", ".join(map(_other, changed)),
                                 path=self.dir, fix=self.fresh)
         elif any(self.units()):
             raise IkatError(f"the output folder holds {self.what} without a fingerprint (an older ikatkit, or "
