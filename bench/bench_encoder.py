@@ -1,4 +1,4 @@
-"""Dense encoding on the CPU through ``ikatkit.index.encode.Encoder``: passages a second of the default path
+"""Dense encoding on the CPU through ``ikatkit.index.encode.DenseEncoder``: passages a second of the default path
 (sentence-transformers' ``encode``, float32) and of the GPU path run on the CPU (tokenized ahead by a thread,
 length-sorted), in float32 and bfloat16, with each one's largest difference from the default (1 - cosine).
 
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
-    from ikatkit.index.encode import Encoder
+    from ikatkit.index.encode import DenseEncoder
 
     rng = random.Random(0)
     texts = []
@@ -39,7 +39,7 @@ def main() -> None:
         while len(words) < args.words:
             words += sentence(rng).split()
         texts.append(" ".join(words[:args.words]))
-    default = Encoder("bundled:minilm", threads=args.threads, device="cpu")
+    default = DenseEncoder("bundled:minilm", threads=args.threads, device="cpu")
     default.encode(texts[:64], args.batch_size)
     began = time.perf_counter()
     reference = default.encode(texts, args.batch_size)
@@ -47,7 +47,7 @@ def main() -> None:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     batches = [order[s:s + args.batch_size] for s in range(0, len(order), args.batch_size)]
     for dtype in ("float32", "bfloat16"):
-        encoder = Encoder("bundled:minilm", threads=args.threads, device="cpu", dtype=dtype)
+        encoder = DenseEncoder("bundled:minilm", threads=args.threads, device="cpu", dtype=dtype)
         encoder._encode_torch(texts[:64], [list(range(64))], np.zeros((64, encoder.dimension), np.float32))
         began = time.perf_counter()
         found = encoder._encode_torch(texts, batches, np.zeros_like(reference))

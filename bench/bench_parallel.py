@@ -62,17 +62,18 @@ def merged_copy(index: Path, out: Path) -> Path:
 
 def compare(index: Path, queries: list[str], k: int, threads: int, repeats: int, part_docs: int) -> dict[str, Any]:
     """q/s of one query at a time on one thread and in parts on ``threads``; the same rankings or not."""
-    from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher, hits
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.retrieve.lucene import SPARE, hits
 
     searcher = Bm25Searcher(index, threads=threads, parallel_from=0)
-    parallel = searcher.parallel_search(part_docs)
+    parallel = searcher.lucene.parallel_search(part_docs)
 
     def parse(query: str) -> Any:
         return searcher.generator.buildQuery("contents", searcher.analyzer, query)
 
-    sides = {"1_thread": lambda q: hits(searcher.top_hits.search(searcher.searcher, parse(q), k, SPARE,
-                                                                 searcher.sort, "id")),
-             f"{threads}_threads": lambda q: hits(parallel.search(parse(q), k, SPARE, searcher.sort, "id"))}
+    sides = {"1_thread": lambda q: hits(searcher.lucene.top_hits.search(searcher.lucene.searcher, parse(q), k, SPARE,
+                                                                 searcher.lucene.sort, "id")),
+             f"{threads}_threads": lambda q: hits(parallel.search(parse(q), k, SPARE, searcher.lucene.sort, "id"))}
     for query in queries[:20]:  # JIT warm-up, both paths
         for side in sides.values():
             side(query)
@@ -91,8 +92,8 @@ def compare(index: Path, queries: list[str], k: int, threads: int, repeats: int,
     best, kept = interleaved(queries, {name: charged(name) for name in sides}, repeats, keep=set(sides))
     machine = (machine_busy_s() - busy) / (time.perf_counter() - start)
     one, many = (kept[name] for name in sides)
-    leaves = searcher.searcher.getIndexReader().leaves()
-    found = {"segments": leaves.size(), "documents": searcher.searcher.getIndexReader().maxDoc(),
+    leaves = searcher.lucene.searcher.getIndexReader().leaves()
+    found = {"segments": leaves.size(), "documents": searcher.lucene.searcher.getIndexReader().maxDoc(),
              "parts": parallel.parts(), "queries": len(queries), "k": k,
              **{f"{name}_q_per_s": round(len(queries) / seconds, 1) for name, seconds in best.items()},
              **{f"{name}_ms_per_query": round(1000 * seconds / len(queries), 2) for name, seconds in best.items()},

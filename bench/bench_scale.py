@@ -122,10 +122,11 @@ def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[
     kept alive as a batch's are) and batch (:func:`best_of` whole batches), k=100 and 1000; LuceneSearcher in a
     pass of its own after them: run between them, it slows ikatkit more than Java alone (``search_paths.py
     --lucene-between``, docs/benchmarks.md), and no ikatkit run has it beside."""
-    from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.retrieve.lucene import SPARE
 
     searcher = Bm25Searcher(index, threads=threads)
-    lucene = searcher.pyserini
+    lucene, top = searcher.pyserini, searcher.lucene
 
     def parse(query: str) -> Any:  # Anserini's bag-of-words query, as the searcher builds it
         return searcher.generator.buildQuery("contents", searcher.analyzer, query)
@@ -136,8 +137,8 @@ def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[
     for k in (100, 1000):
         best, kept = interleaved(queries, {
             "ikatkit": lambda q: searcher.search(q, k),
-            "java_alone": lambda q: searcher.top_hits.search(searcher.searcher, parse(q), k, SPARE, searcher.sort,
-                                                             "id")}, repeats, keep={"ikatkit"})
+            "java_alone": lambda q: top.top_hits.search(top.searcher, parse(q), k, SPARE, top.sort, "id")},
+            repeats, keep={"ikatkit"})
         best.update(interleaved(queries, {"lucene_searcher": lambda q: lucene.search(q, k)}, repeats)[0])
         same = all([(h.docid, float(h.score)) for h in lucene.search(q, k)] == mine
                    for q, mine in zip(queries, kept["ikatkit"]))
@@ -145,8 +146,8 @@ def search(index: Path, queries: list[str], repeats: int, threads: int) -> dict[
         batch = dict(enumerate(queries))
         best, results = best_of(repeats, {
             "ikatkit": lambda: searcher.batch_search(batch, k),
-            "java_alone": lambda: searcher.top_hits.submit(searcher.searcher, [parse(q) for q in queries], k,
-                                                           SPARE, searcher.sort, "id", threads).all()})
+            "java_alone": lambda: top.top_hits.submit(top.searcher, [parse(q) for q in queries], k, SPARE, top.sort,
+                                                      "id", threads).all()})
         reference = best_of(repeats, {
             "lucene_searcher": lambda: lucene.batch_search(queries, [str(i) for i in batch], k, threads)})
         best.update(reference[0])
@@ -172,10 +173,10 @@ def pruning(searcher: Any, built: list[Any], repeats: int) -> dict[str, Any]:
     from jnius import cast
 
     from ikatkit.java import autoclass
-    from ikatkit.retrieve.bm25 import SPARE
+    from ikatkit.retrieve.lucene import SPARE
 
     collector = autoclass("org.apache.lucene.search.TopScoreDocCollector")
-    index_searcher = searcher.searcher
+    index_searcher = searcher.lucene.searcher
     found: dict[str, Any] = {}
     for k in (100, 1000):
         n = k + SPARE
@@ -188,7 +189,7 @@ def pruning(searcher: Any, built: list[Any], repeats: int) -> dict[str, Any]:
         best, results = best_of(repeats, {
             "exhaustive": lambda: [exhaustive(q) for q in built],
             "pruned": lambda: [index_searcher.search(q, n) for q in built],
-            "anserini_sorted": lambda: [index_searcher.search(q, k, searcher.sort, True) for q in built]})
+            "anserini_sorted": lambda: [index_searcher.search(q, k, searcher.lucene.sort, True) for q in built]})
         same = all(_top(a) == _top(b) for a, b in zip(results["exhaustive"], results["pruned"]))
         counted = {name: sum(int(t.totalHits.value) for t in tops) for name, tops in results.items()}
         skipped = {name: sum(t.totalHits.relation.toString() != "EQUAL_TO" for t in tops)

@@ -12,7 +12,7 @@ passages both ways and reports whether the two indexes agree (field options, pos
 top 1,000 of every query). k=1000, one query at a time, three sides timed query by query in turn (the order
 rotated, ``common.interleaved``, the fastest of ``--repeats`` rounds per query):
 
-- ikatkit: ``SpladeSearcher.search_vectors`` (the encoded vector to the ranking as (id, score) pairs in Python);
+- ikatkit: ``SparseSearcher.search_vectors`` (the encoded vector to the ranking as (id, score) pairs in Python);
 - Java alone: the same query built and searched in Java (``SparseQuery.build`` + ``TopHits.search`` or, from
   ``PARALLEL_FROM`` passages, ``ParallelSearch.search``), nothing read into Python;
 - Anserini: its own ``SimpleImpactSearcher.search(Map<String, Integer>, k)`` (one thread).
@@ -20,7 +20,7 @@ rotated, ``common.interleaved``, the fastest of ``--repeats`` rounds per query):
 Every ranking of ikatkit is compared with Anserini's, hit by hit. Then a batch: ``search_vectors`` of all queries
 against ``TopHits.submit(...).all()`` (Java alone) on ``--threads`` threads.
 
-Encoding: passages a second of ``SpladeEncoder`` on this machine's CPU (a random-weight BERT-base of SPLADE++'s
+Encoding: passages a second of ``SparseEncoder`` on this machine's CPU (a random-weight BERT-base of SPLADE++'s
 shape, ``bench/splade_random.py``; the real weights cost the same), real iKAT passages, batch 8, ``--encode``
 passages, in float32 and bfloat16 (``index sparse --dtype``), the collection-scale time each implies (116,838,987
 passages), and how near bfloat16's vectors are to float32's (``splade_random.agreement``). ``--passages 0``
@@ -77,8 +77,7 @@ def vectors(rng: np.random.Generator, terms: list[str], n: int, low: int, high: 
 
 def build(root: Path, passages: int, threads: int, terms: list[str], builder: str) -> Path:
     """The impact index of ``passages`` synthetic vectors under ``root`` by ``builder`` (each made once)."""
-    from ikatkit.index.anserini import Anserini
-    from ikatkit.index.sparse import ANSERINI_OPTIONS, impact_builder
+    from ikatkit.index.anserini import IMPACT_OPTIONS, Anserini, impact_builder
 
     index = root / f"p{passages}" / ("index" if builder == "anserini" else f"index-{builder}")
     if (index / "built.json").exists():
@@ -101,7 +100,7 @@ def build(root: Path, passages: int, threads: int, terms: list[str], builder: st
     started = time.perf_counter()
     helpers, main = impact_builder(builder)
     with Anserini(source, index, threads, "8g", collection="JsonVectorCollection", helpers=helpers,
-                  options=ANSERINI_OPTIONS, main=main) as run:
+                  options=IMPACT_OPTIONS, main=main) as run:
         run.wait(passages)
     (index / "built.json").write_text(json.dumps({"passages": passages, "builder": builder,
                                                   "write_s": round(written, 1),
@@ -114,7 +113,7 @@ def builders_agree(root: Path, passages: int, threads: int, terms: list[str], qu
     """Anserini's index and ``ImpactIndexer``'s of the same ``passages`` vectors: their field options, postings
     totals and top 1,000 rankings of ``queries``."""
     from ikatkit.index.lucene import postings_summary
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.sparse import SparseSearcher
 
     found: dict[str, Any] = {}
     rankings = {}
@@ -122,7 +121,7 @@ def builders_agree(root: Path, passages: int, threads: int, terms: list[str], qu
         index = build(root, passages, threads, terms, builder)
         found[builder] = {"index_s": json.loads((index / "built.json").read_text())["index_s"],
                           **postings_summary(index)}
-        searcher = SpladeSearcher(index, model="synthetic", threads=threads)
+        searcher = SparseSearcher(index, model="synthetic", threads=threads)
         rankings[builder] = searcher.search_vectors(dict(enumerate(queries)), 1000)  # type: ignore[arg-type]
     same = sum(rankings["anserini"][i] == rankings["terms"][i] for i in range(len(queries)))
     found["same_index"] = all(found["anserini"][key] == found["terms"][key]
@@ -133,10 +132,10 @@ def builders_agree(root: Path, passages: int, threads: int, terms: list[str], qu
 
 def search(index: Path, queries: list[dict[str, int]], threads: int, repeats: int) -> dict[str, Any]:
     from ikatkit.java import autoclass
-    from ikatkit.retrieve.bm25 import SPARE
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.lucene import SPARE
+    from ikatkit.retrieve.sparse import SparseSearcher
 
-    searcher = SpladeSearcher(index, model="synthetic", threads=threads)  # the model encodes nothing here
+    searcher = SparseSearcher(index, model="synthetic", threads=threads)  # the model encodes nothing here
     anserini = autoclass("io.anserini.search.SimpleImpactSearcher")(str(index))
     hashmap, integer = autoclass("java.util.HashMap"), autoclass("java.lang.Integer")
     encoded = ["\n".join(f"{t} {w}" for t, w in q.items()) for q in queries]
@@ -148,11 +147,13 @@ def search(index: Path, queries: list[dict[str, int]], threads: int, repeats: in
         maps.append(weights)
     k = 1000
 
+    top = searcher.lucene
+
     def java(i: int) -> Any:
         built = searcher.sparse_query.build("contents", encoded[i])
-        if searcher.parallel is not None:
-            return searcher.parallel.search(built, k, SPARE, searcher.sort, "id")
-        return searcher.top_hits.search(searcher.searcher, built, k, SPARE, searcher.sort, "id")
+        if top.parallel is not None:
+            return top.parallel.search(built, k, SPARE, top.sort, "id")
+        return top.top_hits.search(top.searcher, built, k, SPARE, top.sort, "id")
 
     sides = {"ikatkit": lambda i: searcher.search_vectors({"q": queries[i]}, k)["q"],
              "java": java,
@@ -168,11 +169,11 @@ def search(index: Path, queries: list[dict[str, int]], threads: int, repeats: in
         searcher.search_vectors(dict(enumerate(queries)), k)  # type: ignore[arg-type]
         whole["ikatkit"] = min(whole["ikatkit"], time.perf_counter() - start)
         start = time.perf_counter()
-        searcher.top_hits.submit(searcher.searcher, batch, k, SPARE, searcher.sort, "id", threads).all()
+        top.top_hits.submit(top.searcher, batch, k, SPARE, top.sort, "id", threads).all()
         whole["java"] = min(whole["java"], time.perf_counter() - start)
     qps = {name: round(len(queries) / s, 2) for name, s in seconds.items()}
     batch_qps = {name: round(len(queries) / s, 2) for name, s in whole.items()}
-    return {"k": k, "threads": threads, "parallel": searcher.parallel is not None,
+    return {"k": k, "threads": threads, "parallel": top.parallel is not None,
             "alone_qps": qps, "ikatkit_over_java": round(seconds["java"] / seconds["ikatkit"], 3),
             "ikatkit_over_anserini": round(seconds["anserini"] / seconds["ikatkit"], 2),
             "same_rankings_as_anserini": f"{same}/{len(queries)}",
@@ -186,7 +187,7 @@ def encoding(passages: int, root: Path) -> dict[str, Any]:
     top 10 of 20 real queries (float32 query vectors) over these passages by the dot product."""
     import torch
 
-    from ikatkit.index.splade import SpladeEncoder
+    from ikatkit.index.sparse_encoder import SparseEncoder
     from splade_random import agreement, random_splade
 
     model = random_splade(root / "bert-base-random")
@@ -196,7 +197,7 @@ def encoding(passages: int, root: Path) -> dict[str, Any]:
     report: dict[str, Any] = {"passages": len(texts), "torch_threads": torch.get_num_threads()}
     found = {}
     for dtype in ("float32", "bfloat16"):
-        encoder = SpladeEncoder(str(model), dtype=dtype)
+        encoder = SparseEncoder(str(model), dtype=dtype)
         encoder.encode(texts[:8])  # warm-up
         start = time.perf_counter()
         found[dtype] = encoder.encode(texts)
@@ -215,7 +216,7 @@ def encoding(passages: int, root: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    from ikatkit.index.sparse import BUILDERS
+    from ikatkit.index.anserini import BUILDERS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=2_000_000, help="searched passages (0: the encoding alone)")

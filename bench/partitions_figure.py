@@ -52,7 +52,7 @@ def main() -> int:
     from ikatkit.retrieve.partitioned import PartitionedSearcher
     from ikatkit.partition.selector import (Policy, feature_names, judged_turns, partition_rankings, rewards_of,
                                             states, train_dqn)
-    from ikatkit.partition.source import Source
+    from ikatkit.index.job import read_source
     from ikatkit.rank import make_ranker
     from ikatkit.topics import load_topics
 
@@ -65,8 +65,8 @@ def main() -> int:
     build_index([passages], whole_index, threads=1)
     partition_index(whole_index, work / "random-2", "random", 2, seed=args.seed, threads=1)  # embeds the passages
     encoder = make_ranker("bi-encoder", "bundled:minilm", batch_size=64)
-    source = Source(whole_index)
-    known = dict(zip((r["contents"] for r in source.records()), np.load(embeddings_cache(source, "bundled:minilm"))))
+    source, records = read_source([whole_index])
+    known = dict(zip((r["contents"] for r in records), np.load(embeddings_cache(source, "bundled:minilm"))))
 
     def encode(texts: list[str]) -> np.ndarray:  # passages from the partitioning's embeddings, queries by MiniLM
         new = list(dict.fromkeys(t for t in texts if t not in known))

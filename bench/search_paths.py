@@ -51,7 +51,9 @@ def synthetic_index(rng: random.Random) -> Path:
 
 def main() -> None:
     from ikatkit.java import autoclass
-    from ikatkit.retrieve.bm25 import SPARE, Bm25Searcher, Hit
+    from ikatkit.capabilities import Hit
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.retrieve.lucene import SPARE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("index", type=Path, nargs="?", help="a realistic index of bench_scale.py (else the synthetic)")
@@ -79,7 +81,7 @@ def main() -> None:
 
     def top(lucene: Any, query: str) -> Any:
         lucene_query = searcher.generator.buildQuery("contents", searcher.analyzer, query)
-        return searcher.top_hits.search(lucene, lucene_query, K, SPARE, searcher.sort, "id")
+        return searcher.lucene.top_hits.search(lucene, lucene_query, K, SPARE, searcher.lucene.sort, "id")
 
     def per_id(lucene: Any, query: str) -> list[Hit]:
         found = top(lucene, query)
@@ -90,11 +92,11 @@ def main() -> None:
         return list(map(tuple.__new__, repeat(Former), zip(found.joinedIds.split("\n"), found.scores)))
 
     variants: dict[str, Callable[[str], object]] = {
-        "one_string_per_id": lambda q: per_id(searcher.searcher, q),
+        "one_string_per_id": lambda q: per_id(searcher.lucene.searcher, q),
         "own_reader": lambda q: per_id(own, q),
-        "namedtuple_hits": lambda q: named(searcher.searcher, q),
+        "namedtuple_hits": lambda q: named(searcher.lucene.searcher, q),
         "ikatkit": lambda q: searcher.search(q, K),
-        "java_only": lambda q: top(searcher.searcher, q),
+        "java_only": lambda q: top(searcher.lucene.searcher, q),
     }
     anchor: dict[str, Callable[[str], object]] = {"lucene_searcher": lambda q: searcher.pyserini.search(q, K)}
     for function in [*variants.values(), *anchor.values()]:

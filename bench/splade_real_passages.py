@@ -41,7 +41,7 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/splade-894"))
     parser.add_argument("--queries", type=int, default=20)
     args = parser.parse_args()
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.sparse import SparseSearcher
     from ikatkit.topics import load_topics
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -54,7 +54,7 @@ def main() -> int:
     seconds = time.perf_counter() - began
     vectors = stored_vectors(index)
     sizes = [len(v) for v in vectors.values()]
-    searcher = SpladeSearcher(index)
+    searcher = SparseSearcher(index)
     queries = list(load_topics(args.data / "2023" / "test_topics.json").queries("manual").values())[:args.queries]
     encoded = dict(zip(map(str, range(len(queries))), searcher.encoder.encode_queries(queries)))
     found = searcher.search_vectors(encoded, 1000)

@@ -55,7 +55,7 @@ def ranked_records(topics: Any, index: Path, ranker: Any, queries: str) -> list[
 
     searcher = Bm25Searcher(index)
     return Pipeline([ManualQuery() if queries == "manual" else RawQuery(), RankPtkb(ranker, k=100),
-                     Retrieve(searcher, k=100, expand_ptkb=False), Rerank(ranker, searcher)])(records_for(topics))
+                     Retrieve(searcher, k=100, expand_ptkb=False), Rerank(ranker, searcher.texts)])(records_for(topics))
 
 
 def planned(records: list[Any], stage: Any) -> list[Any]:

@@ -106,7 +106,7 @@ def test_search_and_rerank_commands_equal_the_stages(demo_index, demo_dir, tmp_p
     searched = {r.qid: r.ranking for r in records}
     for record in records:  # the command re-ranks each turn's top 5
         record.candidates = {key: hits[:5] for key, hits in record.candidates.items()}
-    Rerank(make_ranker("bi-encoder", "bundled:minilm"), searcher).transform(records)
+    Rerank(make_ranker("bi-encoder", "bundled:minilm"), searcher.texts).transform(records)
     for path, stage in ((bm25, searched), (reranked, {r.qid: r.ranking for r in records})):
         rows = _trec(path)
         assert {q for q, *_ in rows} == set(stage)

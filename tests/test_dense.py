@@ -299,7 +299,7 @@ def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages
     of 40 real passages are within cosine 0.999 of float32's. float16 on the CPU is one line, nothing written."""
     from ikatkit.cli import main
     from ikatkit.index.dense import build_dense
-    from ikatkit.index.encode import Encoder
+    from ikatkit.index.encode import DenseEncoder
 
     subset, out = _subset(passages_jsonl, tmp_path, 40), tmp_path / "bf16"
 
@@ -317,7 +317,7 @@ def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages
     ids, vectors = _stored(out)
     texts = _passages(subset)
     assert ids == list(texts)
-    expected = Encoder("bundled:minilm").encode(list(texts.values()))  # float32, sentence-transformers' encode
+    expected = DenseEncoder("bundled:minilm").encode(list(texts.values()))  # float32, sentence-transformers' encode
     found = vectors.astype(np.float32)
     cosine = (found * expected).sum(1) / np.linalg.norm(found, axis=1) / np.linalg.norm(expected, axis=1)
     assert 0.999 <= cosine.min() and cosine.min() < 1 - 1e-7  # near, and not float32's own bits

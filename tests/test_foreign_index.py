@@ -16,7 +16,7 @@ import pytest
 from ikatkit.cli import main
 from ikatkit.errors import IkatError
 from ikatkit.index import lookup
-from ikatkit.index.lucene import open_index
+from ikatkit.index.lucene import lucene_info
 from ikatkit.index.verify import verify
 from ikatkit.java import anserini_jar, java_home
 from ikatkit.retrieve.bm25 import Bm25Searcher
@@ -84,20 +84,20 @@ def hashes(official, tmp_path_factory) -> Path:
 
 
 def test_what_is_detected(foreign, passages_index, capsys):
-    own = open_index(passages_index)
+    own = lucene_info(passages_index)
     assert own.own and own.text_field == "raw" and own.documents == 894
     expected = {"raw": ("raw", True, True), "contents": ("contents", False, False), "notext": (None, False, False)}
     for kind, (text, positions, docvectors) in expected.items():
-        info = open_index(foreign[kind])
+        info = lucene_info(foreign[kind])
         assert not info.own and info.documents == 894 and info.id_doc_values == "BINARY"
         assert (info.text_field, info.positions, info.docvectors) == (text, positions, docvectors)
         assert info.segments_file == "segments_1" and info.generation == 1 and len(info.segment_ids) == 1
-    assert len({open_index(foreign[kind]).fingerprint for kind in FLAGS}) == 3
+    assert len({lucene_info(foreign[kind]).fingerprint for kind in FLAGS}) == 3
     assert main(["index", "stats", str(foreign["raw"])]) == 0
     shown = json.loads(capsys.readouterr().out)["lucene"]
     assert shown["built"] == "built outside ikatkit" and shown["documents"] == 894
     assert shown["stored_fields"] == ["id", "raw"] and shown["positions"] and shown["docvectors"]
-    assert shown["segments"] == 1 and open_index(passages_index).describe()["lucene"]["segments"] == 2
+    assert shown["segments"] == 1 and lucene_info(passages_index).describe()["lucene"]["segments"] == 2
 
 
 def test_search_equals_the_own_index(foreign, passages_index, ikat2023):
@@ -184,14 +184,14 @@ def test_validate_finds_passage_ids_in_every_foreign_index(foreign, passages_jso
 
 
 def test_passage_streams_for_dense_and_partitions(foreign, official):
-    """``index dense`` and ``index partition`` read every stored passage of a foreign index (raw JSON: with url)."""
-    from ikatkit.index.dense import read_source
-    from ikatkit.partition.source import Source
+    """The collection-encoding job of ``index dense``, ``sparse`` and ``partition`` reads every stored passage of a
+    foreign index (raw JSON: with url; stored contents: id and text)."""
+    from ikatkit.index.job import read_source
 
     records = {r["id"]: r for r in map(json.loads, official.read_text(encoding="utf-8").splitlines())}
-    assert {r["id"]: r for r in Source(foreign["raw"]).records()} == records
+    assert {r["id"]: r for r in read_source([foreign["raw"]])[1]} == records
     _, passages = read_source([foreign["contents"]])
-    assert dict(passages) == {pid: r["contents"] for pid, r in records.items()}
+    assert {r["id"]: r["contents"] for r in passages} == {pid: r["contents"] for pid, r in records.items()}
     with pytest.raises(IkatError, match="stores no passage text"):
         read_source([foreign["notext"]])
 

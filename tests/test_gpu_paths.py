@@ -106,20 +106,20 @@ def test_cross_encoder_sorted_batches_keep_the_input_order(tmp_path):
 
 
 def test_encoder_prefetched_path_equals_encode(tmp_path):
-    """The GPU path of Encoder (tokenized ahead by a thread, length-sorted, one copy back), run on the CPU in
+    """The GPU path of DenseEncoder (tokenized ahead by a thread, length-sorted, one copy back), run on the CPU in
     float32: the same embeddings as sentence-transformers' encode to 1e-6, in the input order; bfloat16 on the
     CPU within cosine 0.99."""
-    from ikatkit.index.encode import Encoder
+    from ikatkit.index.encode import DenseEncoder
 
     folder = shapes.minilm(tmp_path / "bi", "bi", layers=2)
     texts = shapes.passages(40, words=60) + ["w1", ""]
-    encoder = Encoder(str(folder), device="cpu")
+    encoder = DenseEncoder(str(folder), device="cpu")
     plain = encoder.encode(texts, batch_size=8)
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     fast = encoder._encode_torch(texts, [order[s:s + 8] for s in range(0, len(order), 8)],
                                  np.zeros_like(plain))
     assert np.abs(fast - plain).max() < 1e-6
-    rough = Encoder(str(folder), device="cpu", dtype="bfloat16").encode(texts, batch_size=8)
+    rough = DenseEncoder(str(folder), device="cpu", dtype="bfloat16").encode(texts, batch_size=8)
     assert np.min(np.sum(rough * plain, axis=1)) > 0.99
 
 

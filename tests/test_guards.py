@@ -182,7 +182,7 @@ def test_respond_falls_back_to_the_top_passage(records):
     for record in records[:3]:
         record.ranking = [("p1", 2.0), ("p2", 1.0)]
     llm = ScriptedLLM([LOOPING_RESPONSE, TEMPLATE_RESPONSE, "Tofu and lentils are good sources."])
-    out = Respond(Texts(texts), llm, passages=2).transform(records[:3])
+    out = Respond(Texts(texts).texts, llm, passages=2).transform(records[:3])
     assert [r.response for r in out] == [texts["p1"], texts["p1"], "Tofu and lentils are good sources."]
     assert out[0].notes == ["response repeats a sentence: top passage used"]
     assert out[1].notes == ["response echoes the prompt template: top passage used"]
@@ -216,7 +216,7 @@ def test_stop_strings_cut_the_reply_before_a_guard_sees_it(records):
     record = records[0]
     record.ranking = [("p1", 1.0)]
     llm = ScriptedLLM(["Tofu and lentils give protein.\n\n### User Question:\nWhat are good sources for me?"])
-    out = Respond(Texts({"p1": "Tofu."}), llm).transform([record])
+    out = Respond(Texts({"p1": "Tofu."}).texts, llm).transform([record])
     assert out[0].response == "Tofu and lentils give protein." and not out[0].notes
 
 
@@ -303,7 +303,7 @@ def test_a_loop_is_cut_after_a_usable_answer(records, demo_index):
     for record in records[:3]:
         record.ranking = [(pid, 1.0 - i / 10) for i, pid in enumerate(DEMO_PASSAGES["demo-1_2"])]
     llm = ScriptedLLM([LIST_THEN_LOOP, LOOPING_RESPONSE, HEADING_ONLY])
-    out = Respond(searcher, llm).transform(records[:3])
+    out = Respond(searcher.texts, llm).transform(records[:3])
     top = searcher.texts(DEMO_PASSAGES["demo-1_2"][:1])[DEMO_PASSAGES["demo-1_2"][0]]
     assert out[0].response == " ".join(four.split())  # responses are single-spaced
     assert out[0].notes == ["response repeats a phrase: cut before the loop"]

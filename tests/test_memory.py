@@ -75,13 +75,13 @@ def record() -> TurnRecord:
 
 
 def stage(llm: LLM, embedder: Any, **options: Any) -> RefineMemory:
-    refiner = RefineMemory(llm, Texts(), **{"k": 4, "passages": 2, **options})
+    refiner = RefineMemory(llm, Texts().texts, **{"k": 4, "passages": 2, **options})
     refiner._embedder = embedder
     return refiner
 
 
 def respond_with(llm: LLM):  # the config's respond stage, as train_refiner passes it
-    return Respond(Texts(), llm, passages=2).transform
+    return Respond(Texts().texts, llm, passages=2).transform
 
 
 RAW = " ".join(PASSAGES.values())
@@ -132,14 +132,14 @@ def test_inference_picks_by_the_selector_without_the_reference(embedder):
     assert [c.get("predicted_gain") for c in trace["candidates"]] == [-0.5, 0.5, None, pytest.approx(-0.1)]
     assert trace["chosen"] == 1 and r.memory == "the fox does jump where it likes" and trace["mode"] == "selector"
     assert "response" not in trace["candidates"][1]  # nothing was generated to choose
-    Respond(Texts(), llm, passages=2).transform([r])
+    Respond(Texts().texts, llm, passages=2).transform([r])
     assert r.response == r.memory and r.used == ["d:0", "d:1"]  # the memory replaces the passages in the prompt
 
     refiner.min_gain = 0.6  # no candidate is predicted to gain that much: the passages stay
     llm.script[0] = [BAD, "the fox does jump where it likes", "", GOOD]
     r = refiner.transform([record()])[0]
     assert r.memory == "" and r.memory_trace["chosen"] is None and "0.6" in r.memory_trace["kept"]
-    Respond(Texts(), llm, passages=2).transform([r])
+    Respond(Texts().texts, llm, passages=2).transform([r])
     assert r.response == RAW
 
 

@@ -25,9 +25,9 @@ def category_parts(passages_index, tmp_path_factory):
 
 
 def _ids(index):
-    from ikatkit.partition.source import Source
+    from ikatkit.index.job import read_source
 
-    return [record["id"] for record in Source(index).records()]
+    return [record["id"] for record in read_source([index])[1]]
 
 
 def test_category_partitions_hold_each_passage_once_by_its_category(category_parts, passages_jsonl):
@@ -265,7 +265,7 @@ def test_selector_stage_retrieves_from_agent_s_choice_and_the_policy_refuses_oth
 
 
 def test_a_url_category_is_its_host_and_a_pattern_takes_its_group():
-    from ikatkit.partition.source import Categories
+    from ikatkit.partition.build import Categories
 
     assert Categories("url")({"id": "a", "url": "https://www.nhs.uk/conditions/ibs/"}, "passage 1") == "www.nhs.uk"
     assert Categories("id", STREAM)({"id": "clueweb22-en0034-09-03452:1"}, "passage 1") == "en0034"

@@ -21,7 +21,7 @@ from ikatkit.pipelines import load_config
 from ikatkit.pipelines.record import TurnRecord, records_for
 from ikatkit.pipelines.runner import run_pipeline
 from ikatkit.stages.core import ClassifyPtkb, RankPtkb
-from ikatkit.rank.base import Ranker, history_texts, rank_ptkb
+from ikatkit.rank.base import RankerBase, history_texts, rank_ptkb
 from ikatkit.rank.ptkb_model import (ALL_FEATURES, FEATURE_SETS, PtkbModel, PtkbTurn, best_threshold, cv_folds,
                                      feature_table, mean_turn_f1, out_of_fold, topic_turns, train_model,
                                      training_data)
@@ -35,7 +35,7 @@ def train_slice(labelled_train) -> Path:
 
 
 @pytest.fixture(scope="module")
-def trained(train_slice: Path, ranker: Ranker, tmp_path_factory) -> tuple[PtkbModel, Path]:
+def trained(train_slice: Path, ranker: RankerBase, tmp_path_factory) -> tuple[PtkbModel, Path]:
     topics = load_topics(train_slice)
     model = train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", folds=2)
     path = tmp_path_factory.mktemp("model") / "ptkb-model.json"
@@ -43,7 +43,7 @@ def trained(train_slice: Path, ranker: Ranker, tmp_path_factory) -> tuple[PtkbMo
     return model, path
 
 
-class TableRanker(Ranker):
+class TableRanker(RankerBase):
     """A unit-test double: scores looked up in a hand-written table."""
 
     def __init__(self, table: dict[tuple[str, str], float]) -> None:
@@ -54,7 +54,7 @@ class TableRanker(Ranker):
         return [self.table[pair] for pair in pairs]
 
 
-def test_training_is_deterministic_and_round_trips(trained, train_slice: Path, ranker: Ranker) -> None:
+def test_training_is_deterministic_and_round_trips(trained, train_slice: Path, ranker: RankerBase) -> None:
     model, path = trained
     topics = load_topics(train_slice)
     again = train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", folds=2)
@@ -70,7 +70,7 @@ def test_training_is_deterministic_and_round_trips(trained, train_slice: Path, r
 
 
 def test_threshold_comes_from_cross_validation_grouped_by_conversation(trained, train_slice: Path,
-                                                                       ranker: Ranker) -> None:
+                                                                       ranker: RankerBase) -> None:
     model, _ = trained
     topics = load_topics(train_slice)
     data = training_data(topics, topics.queries("raw"), ranker)
@@ -179,7 +179,7 @@ def test_at_least_one_cites_the_most_probable_where_none_reaches_the_threshold(t
         PtkbModel.load(tmp_path / "odd.json")
 
 
-def test_records_and_topic_files_give_the_same_choice(trained, train_slice: Path, ranker: Ranker) -> None:
+def test_records_and_topic_files_give_the_same_choice(trained, train_slice: Path, ranker: RankerBase) -> None:
     model, path = trained
     topics = load_topics(train_slice)
     records = records_for(topics)[:8]
@@ -257,7 +257,7 @@ def test_training_options_that_do_not_go_together_fail_before_any_model_loads(tr
         assert not (tmp_path / "m.json").exists()
 
 
-def test_commands_train_and_classify(trained, train_slice: Path, ranker: Ranker, tmp_path: Path, capsys) -> None:
+def test_commands_train_and_classify(trained, train_slice: Path, ranker: RankerBase, tmp_path: Path, capsys) -> None:
     model, _ = trained
     out = tmp_path / "m.json"
     assert main(["train-ptkb-classifier", str(train_slice), "--queries", "raw", "--folds", "2",

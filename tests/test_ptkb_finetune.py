@@ -13,7 +13,7 @@ from ikatkit.digest import tree_digest
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.fingerprint import fingerprint_parts
 from ikatkit.pipelines.record import records_for
-from ikatkit.rank.base import Ranker
+from ikatkit.rank.base import RankerBase
 from ikatkit.rank.ptkb_finetune import FineTuned, turn_text
 from ikatkit.rank.ptkb_model import (ALL_FEATURES, PtkbModel, cv_folds, files_of, finetuned_pairs, topic_turns,
                                      train_model, training_data)
@@ -40,7 +40,7 @@ def labelled_pairs(two_conversations: Path) -> tuple[list[tuple[str, str]], list
 
 
 @pytest.fixture(scope="module")
-def trained(two_conversations: Path, ranker: Ranker, tmp_path_factory) -> tuple[PtkbModel, Path]:
+def trained(two_conversations: Path, ranker: RankerBase, tmp_path_factory) -> tuple[PtkbModel, Path]:
     topics = load_topics(two_conversations)
     model = train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", "none", folds=2,
                         finetune="cross", epochs=1)
@@ -70,7 +70,7 @@ def test_fine_tuning_is_seeded_and_survives_saving(architecture: str, labelled_p
         FineTuned.load(architecture, tmp_path / "absent")
 
 
-def test_the_classifier_reads_the_fine_tuned_score(trained, two_conversations: Path, ranker: Ranker) -> None:
+def test_the_classifier_reads_the_fine_tuned_score(trained, two_conversations: Path, ranker: RankerBase) -> None:
     model, path = trained
     topics = load_topics(two_conversations)
     assert model.features == ("finetuned",) and model.finetuned is not None
@@ -126,7 +126,7 @@ def test_changed_model_files_change_the_fingerprint_and_are_refused(trained, tmp
     assert err.value.fix and "train-ptkb-classifier" in err.value.fix
 
 
-def test_no_epoch_of_fine_tuning_is_one_error(two_conversations: Path, ranker: Ranker) -> None:
+def test_no_epoch_of_fine_tuning_is_one_error(two_conversations: Path, ranker: RankerBase) -> None:
     topics = load_topics(two_conversations)
     with pytest.raises(IkatError, match="0 epochs"):
         train_model(topics, topics.queries("raw"), ranker, "bi-encoder", "bundled:minilm", finetune="bi", epochs=0)

@@ -47,13 +47,13 @@ def test_a_stop_while_a_batch_is_read_drops_the_searches_not_started(demo_index,
     """batch_search reads each ranking while later ones are searched; a Ctrl-C meanwhile cancels the rest."""
     from jnius import JavaException
 
-    from ikatkit.retrieve import bm25
+    from ikatkit.retrieve import lucene
 
     searcher = Bm25Searcher(demo_index, threads=1)
     raw = load_topics(demo_dir / "topics.json").queries("raw")
     queries = {f"{qid}#{i}": query for i in range(40) for qid, query in raw.items()}
     batches = []
-    real = searcher.top_hits
+    real = searcher.lucene.top_hits
 
     class Spy:  # the real Java helper; only keeps the batch for the test to inspect
         def __getattr__(self, name):
@@ -66,8 +66,8 @@ def test_a_stop_while_a_batch_is_read_drops_the_searches_not_started(demo_index,
     def interrupted(top):
         raise KeyboardInterrupt
 
-    searcher.top_hits = Spy()
-    monkeypatch.setattr(bm25, "hits", interrupted)
+    searcher.lucene.top_hits = Spy()
+    monkeypatch.setattr(lucene, "hits", interrupted)
     with pytest.raises(KeyboardInterrupt):
         searcher.batch_search(queries, 1000)
     assert len(batches) == 1 and batches[0].cancel() == 0  # batch_search had cancelled every pending one
@@ -132,7 +132,7 @@ def test_pruned_top_k_equals_an_exhaustive_search(passages_index, ikat2023):
         tops = []
         for threshold in (2147483647, 1):  # exhaustive, then pruning from the first hit on
             sink = collector.create(10, threshold)
-            searcher.searcher.search(built, cast("org.apache.lucene.search.Collector", sink))
+            searcher.lucene.searcher.search(built, cast("org.apache.lucene.search.Collector", sink))
             tops.append(sink.topDocs())
         exhaustive, pruned = ([(d.doc, d.score) for d in top.scoreDocs] for top in tops)
         assert pruned == exhaustive, query
@@ -151,14 +151,14 @@ def test_a_query_in_parts_on_two_threads_ranks_as_one_thread(passages_index, ika
     from bench_parallel import merged_copy
 
     index = merged_copy(passages_index, tmp_path_factory.mktemp("merged") / "index") if merged else passages_index
-    assert Bm25Searcher(index).parallel is None  # 894 documents: below PARALLEL_FROM, one thread
-    assert Bm25Searcher(index, threads=1, parallel_from=0).parallel is None
+    assert Bm25Searcher(index).lucene.parallel is None  # 894 documents: below PARALLEL_FROM, one thread
+    assert Bm25Searcher(index, threads=1, parallel_from=0).lucene.parallel is None
     searcher = Bm25Searcher(index, threads=2, parallel_from=0)
-    leaves = [leaf.reader().maxDoc() for leaf in searcher.searcher.getIndexReader().leaves().toArray()]
+    leaves = [leaf.reader().maxDoc() for leaf in searcher.lucene.searcher.getIndexReader().leaves().toArray()]
     assert (leaves == [894]) if merged else (len(leaves) == 2 and sum(leaves) == 894)
-    parallel = searcher.parallel_search(25)
+    parallel = searcher.lucene.parallel_search(25)
     assert parallel.parts() == sum(-(-docs // 25) for docs in leaves)
-    three = autoclass("ikatkit.ParallelSearch")(searcher.searcher, 3, 25)  # each thread's share: ceil(n / 3) hits
+    three = autoclass("ikatkit.ParallelSearch")(searcher.lucene.searcher, 3, 25)  # each thread: ceil(n / 3) hits
     one_thread = Bm25Searcher(index, threads=1)
     queries = load_topics(ikat2023 / "test_topics.json").queries("manual")
     compared = 0
@@ -167,7 +167,7 @@ def test_a_query_in_parts_on_two_threads_ranks_as_one_thread(passages_index, ika
         if built is None:
             continue
         for n in (10, 1016):
-            expected = [(d.doc, d.score) for d in searcher.searcher.search(built, n).scoreDocs]
+            expected = [(d.doc, d.score) for d in searcher.lucene.searcher.search(built, n).scoreDocs]
             assert [(d.doc, d.score) for d in parallel.top(built, n)] == expected, (qid, n)
             assert [(d.doc, d.score) for d in three.top(built, n)] == expected, (qid, n, 3)
             compared += len(expected)

@@ -78,7 +78,7 @@ def test_real_shape_model_indexes_real_passages(passages_jsonl, models, ray_loca
     from transformers import AutoConfig, AutoTokenizer
 
     from ikatkit.cli import main
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.sparse import SparseSearcher
 
     model = random_splade(models / "bert-base")
     config, tokenizer = AutoConfig.from_pretrained(model), AutoTokenizer.from_pretrained(model)
@@ -94,7 +94,7 @@ def test_real_shape_model_indexes_real_passages(passages_jsonl, models, ray_loca
     vectors = _vectors(out)
     sizes = sorted(map(len, vectors.values()))  # SPLADE-like sparsity (BIAS of bench/splade_random.py)
     assert 20 < sizes[0] and sizes[-1] < 1000 and 100 < sizes[len(sizes) // 2] < 600, sizes
-    searcher = SpladeSearcher(out)
+    searcher = SparseSearcher(out)
     query = searcher.encoder.encode_queries(["how much protein does a vegetarian marathon runner need"])[0]
     assert 5 < len(query) < 100
     assert searcher.search_vectors({"q": query}, 1000)["q"] == _brute_force(query, vectors)
@@ -103,7 +103,7 @@ def test_real_shape_model_indexes_real_passages(passages_jsonl, models, ray_loca
 def test_manifest_and_stored_vectors(sparse_index, subset, shallow, tmp_path):
     import hashlib
 
-    from ikatkit.index.splade import SpladeEncoder
+    from ikatkit.index.sparse_encoder import SparseEncoder
     from ikatkit.index.texts import LuceneTexts
     from ikatkit.index.verify import verify
 
@@ -121,7 +121,7 @@ def test_manifest_and_stored_vectors(sparse_index, subset, shallow, tmp_path):
     assert report.ok and report.matched == PASSAGES
     # each stored vector is its text's encoding, quantized (a weight may differ by 1 where a float of another
     # batch's padding rounded the other way)
-    encoder = SpladeEncoder(str(shallow))
+    encoder = SparseEncoder(str(shallow))
     for pid, expected in zip(list(texts)[:4], encoder.encode([texts[p] for p in list(texts)[:4]])):
         stored = vectors[pid]
         assert all(isinstance(w, int) and w > 0 for w in stored.values())
@@ -157,10 +157,10 @@ def test_top_1000_equal_brute_force_and_anserini_on_20_queries(sparse_index, ika
     """20 queries: the batch (TopHits on 2 threads), each query alone in parts (ParallelSearch) and Anserini's own
     SimpleImpactSearcher all return the brute-force ranking of the stored vectors."""
     from ikatkit.java import autoclass
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.sparse import SparseSearcher
 
-    searcher = SpladeSearcher(sparse_index)
-    parts = SpladeSearcher(sparse_index, parallel_from=0)
+    searcher = SparseSearcher(sparse_index)
+    parts = SparseSearcher(sparse_index, parallel_from=0)
     anserini = autoclass("io.anserini.search.SimpleImpactSearcher")(str(sparse_index))
     integer, hashmap = autoclass("java.lang.Integer"), autoclass("java.util.HashMap")
     queries = _queries(ikat2023, 20)
@@ -192,23 +192,22 @@ def test_impact_indexer_builds_anserinis_index(sparse_index, ikat2023, tmp_path)
     """`index sparse` builds with ImpactIndexer.java (each term once, its weight the frequency); Anserini's
     IndexCollection over the same vector shards gives the same fields, postings, frequencies, stored documents and
     top 1,000 of 20 queries; ImpactIndexer refuses a command line it does not build."""
-    from ikatkit.index.anserini import Anserini
-    from ikatkit.index.sparse import ANSERINI_OPTIONS, IMPACT_INDEXER, impact_builder
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.index.anserini import IMPACT_INDEXER, IMPACT_OPTIONS, Anserini, impact_builder
+    from ikatkit.retrieve.sparse import SparseSearcher
 
     assert json.loads((sparse_index / "manifest.json").read_text())["parameters"]["indexer"] == IMPACT_INDEXER
     anserini = tmp_path / "anserini"
     with Anserini(sparse_index / "vectors", anserini, 2, "1g", collection="JsonVectorCollection",
-                  options=ANSERINI_OPTIONS) as run:
+                  options=IMPACT_OPTIONS) as run:
         run.wait(PASSAGES)
     ours, theirs = _lucene_summary(sparse_index), _lucene_summary(anserini)
     assert ours["frequencies"] > 10 * ours["postings"] > 0  # weights, not ones, are the frequencies
     assert ours == theirs
-    queries = SpladeSearcher(sparse_index).encoder.encode_queries(list(_queries(ikat2023, 20).values()))
+    queries = SparseSearcher(sparse_index).encoder.encode_queries(list(_queries(ikat2023, 20).values()))
     vectors = dict(enumerate(queries))
     model = json.loads((sparse_index / "manifest.json").read_text())["model"]
-    assert SpladeSearcher(sparse_index).search_vectors(vectors, 1000) == \
-        SpladeSearcher(anserini, model=model).search_vectors(vectors, 1000)
+    assert SparseSearcher(sparse_index).search_vectors(vectors, 1000) == \
+        SparseSearcher(anserini, model=model).search_vectors(vectors, 1000)
     helpers, main = impact_builder("terms")
     with Anserini(sparse_index / "vectors", tmp_path / "refused", 1, "1g", helpers=helpers,
                   main=main) as run:  # JsonCollection with positions: not an impact index
@@ -219,8 +218,7 @@ def test_impact_indexer_builds_anserinis_index(sparse_index, ikat2023, tmp_path)
 def test_impact_indexer_names_the_line_of_a_bad_record(tmp_path):
     """A vector shard whose line 3 is not JSON, lacks "vector", or has a weight that is not a positive integer: the
     build stops with one IkatError naming the shard, line 3 and what is wrong; nothing is committed."""
-    from ikatkit.index.anserini import Anserini
-    from ikatkit.index.sparse import ANSERINI_OPTIONS, impact_builder
+    from ikatkit.index.anserini import IMPACT_OPTIONS, Anserini, impact_builder
 
     helpers, main = impact_builder("terms")
     good = [json.dumps({"id": f"d:{n}", "contents": "", "vector": {"a": 3, "b": 1}}) for n in range(3)]
@@ -235,7 +233,7 @@ def test_impact_indexer_names_the_line_of_a_bad_record(tmp_path):
             handle.write("\n".join([*good[:2], line, good[2]]) + "\n")
         index = tmp_path / f"index-{case}"
         with Anserini(shard.parent, index, 1, "1g", collection="JsonVectorCollection", helpers=helpers,
-                      options=ANSERINI_OPTIONS, main=main) as run:
+                      options=IMPACT_OPTIONS, main=main) as run:
             with pytest.raises(IkatError) as err:
                 run.wait(4)
         assert (err.value.path, err.value.where) == (str(shard), "line 3"), str(err.value)
@@ -250,7 +248,7 @@ def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, s
     from stops import start, stop_when
 
     from ikatkit.cli import main
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.sparse import SparseSearcher
 
     out = tmp_path / "splade"
     args = ["index", "sparse", str(subset), "--out", str(out), "--model", str(shallow), "--shard-size", str(SHARD),
@@ -264,8 +262,8 @@ def test_a_killed_encoding_resumes_equal_to_an_uninterrupted_one(sparse_index, s
     resumed = _vectors(out)
     assert list(resumed.items()) == list(_vectors(sparse_index).items())
     query = {"q": "vegetarian protein for a marathon runner"}
-    ranked = SpladeSearcher(out).batch_search(query, 10)["q"]
-    assert ranked == _brute_force(SpladeSearcher(out).encoder.encode_queries(list(query.values()))[0], resumed)[:10]
+    ranked = SparseSearcher(out).batch_search(query, 10)["q"]
+    assert ranked == _brute_force(SparseSearcher(out).encoder.encode_queries(list(query.values()))[0], resumed)[:10]
 
 
 def _stopped_job(subset: Path, shallow: Path, out: Path, **options) -> list[str]:
@@ -292,7 +290,7 @@ def test_batch_size_and_dtype_are_fingerprinted_and_bfloat16_is_near_float32(sub
     settings, which the manifest states. Its vectors are near the float32 index's (the same passages): most terms
     kept, the weights within 10% in L1, the top 5 of 5 queries mostly the same. float16 on a CPU is one line."""
     from ikatkit.cli import main
-    from ikatkit.index.splade import SpladeEncoder
+    from ikatkit.index.sparse_encoder import SparseEncoder
 
     out = tmp_path / "splade"
     args = _stopped_job(subset, shallow, out, batch_size=1, dtype="bfloat16")
@@ -316,7 +314,7 @@ def test_batch_size_and_dtype_are_fingerprinted_and_bfloat16_is_near_float32(sub
     jaccard = [len(set(near[p]) & set(exact[p])) / len(set(near[p]) | set(exact[p])) for p in near]
     l1 = sum(abs(near[p].get(t, 0) - exact[p].get(t, 0)) for p in near for t in {*near[p], *exact[p]})
     assert min(jaccard) > 0.8 and l1 / sum(sum(exact[p].values()) for p in near) < 0.1
-    encoder = SpladeEncoder(str(shallow))
+    encoder = SparseEncoder(str(shallow))
     queries = encoder.encode_queries(list(_queries(ikat2023, 5).values()))
     top = [[{pid for pid, _ in _brute_force(q, vectors)[:5]} for vectors in (near, {p: exact[p] for p in near})]
            for q in queries]
@@ -379,7 +377,7 @@ def test_search_command_writes_splade_and_hybrid_runs(sparse_index, passages_ind
     from ikatkit.cli import main
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.retrieve.fusion import weighted
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.sparse import SparseSearcher
 
     queries = _queries(ikat2023, 4)
     query_file = tmp_path / "queries.tsv"
@@ -389,7 +387,7 @@ def test_search_command_writes_splade_and_hybrid_runs(sparse_index, passages_ind
                  "--out", str(alone)]) == 0
     assert main(["search", "--sparse", str(sparse_index), "--index", str(passages_index), "--fusion", "weighted",
                  "--sparse-weight", "0.7", "--queries", str(query_file), "--k", "20", "--out", str(hybrid)]) == 0
-    splade = SpladeSearcher(sparse_index).batch_search(queries, 20)
+    splade = SparseSearcher(sparse_index).batch_search(queries, 20)
     bm25 = Bm25Searcher(passages_index).batch_search(queries, 20)
     for path, name in ((alone, "splade"), (hybrid, "bm25+splade")):
         rows = [line.split() for line in path.read_text().splitlines()]
@@ -417,10 +415,10 @@ def test_search_fusion_weights_are_checked_before_anything_loads(weights, said, 
 
 
 def test_missing_model_and_wrong_index_are_one_clear_error(passages_index, sparse_index, monkeypatch):
-    from ikatkit.index.splade import load_splade
+    from ikatkit.index.sparse_encoder import load_splade
     from ikatkit.retrieve.bm25 import Bm25Searcher
     from ikatkit.pipelines.resources import resource
-    from ikatkit.retrieve.splade import SpladeSearcher
+    from ikatkit.retrieve.sparse import SparseSearcher
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(IkatError, match="not available offline") as err:
@@ -429,7 +427,7 @@ def test_missing_model_and_wrong_index_are_one_clear_error(passages_index, spars
     with pytest.raises(IkatError, match="names its index folder"):
         resource("s", {"kind": "splade", "model": "x"})
     with pytest.raises(IkatError, match="not a sparse"):
-        SpladeSearcher(passages_index)
+        SparseSearcher(passages_index)
     with pytest.raises(IkatError, match="SPLADE impact index"):
         Bm25Searcher(sparse_index)
 

@@ -312,7 +312,7 @@ def kit(demo_dir, demo_index, tmp_path_factory):
     queries.write_text("".join(f"{t.qid}\t{t.resolved_utterance or t.utterance}\n" for t in topics))
     llm, bm25 = PromptLLM(), Bm25Searcher(demo_index)
     selector = folder / "selector.json"
-    fingerprint = RefineMemory(llm, bm25, selector="", **OPTIONS["refine_memory"]).fingerprint()
+    fingerprint = RefineMemory(llm, bm25.texts, selector="", **OPTIONS["refine_memory"]).fingerprint()
     MemorySelector([0.0] * 6, 0.1, [0.0] * 6, [1.0] * 6, fingerprint).save(selector)
     return {"llm": llm, "searcher": bm25, "ranker": make_ranker("bi-encoder", "bundled:minilm",
                                                                   cache_dir=folder / "embeddings"),

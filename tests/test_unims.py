@@ -84,7 +84,7 @@ def test_response_prompt_omits_the_ptkb_when_the_plan_says_so():
     llm = ScriptedLLM(lambda prompt: "Try a tofu stir fry with vegetables.")
     records = threshold_plan([turn("1-1_1", [0.62, 0.55, 0.1], [0.6, 0.2, -0.2]),
                               turn("1-1_2", [0.49, 0.3], [0.6, 0.2])])
-    Respond(Texts(), llm, ptkb=2, similarity_tokens=True).transform(records)
+    Respond(Texts().texts, llm, ptkb=2, similarity_tokens=True).transform(records)
     with_ptkb, without = llm.prompts
     assert "I am vegetarian." in with_ptkb and "I live in Oslo." in with_ptkb and "I have two cats." not in with_ptkb
     assert not any(text in without for text in PTKB.values()) and "### User Information:\n(none)" in without
@@ -99,18 +99,18 @@ def test_response_prompt_omits_the_ptkb_when_the_plan_says_so():
     run = to_run(records, "x", "automatic", 2023)
     assert [len(t.responses[0].ptkb) for t in run.turns] == [3, 0]
     plain = ScriptedLLM(lambda prompt: "Tofu.")
-    Respond(Texts(), plain, ptkb=2).transform(threshold_plan([turn("1-1_1", [0.62, 0.55], [0.6])]))
+    Respond(Texts().texts, plain, ptkb=2).transform(threshold_plan([turn("1-1_1", [0.62, 0.55], [0.6])]))
     assert "similarity" not in plain.prompts[0] and "- I am vegetarian.\n- I live in Oslo." in plain.prompts[0]
 
 
 def test_a_turn_planned_without_passages_gets_none_in_its_prompt():
     llm = ScriptedLLM(lambda prompt: "Hello there, happy to help.")
     record = threshold_plan([turn("1-1_3", [0.9], [0.1, 0.05])])[0]
-    Respond(Texts(), llm).transform([record])
+    Respond(Texts().texts, llm).transform([record])
     assert record.used == [] and "### Passages:\n(none)" in llm.prompts[0] and "I am vegetarian." in llm.prompts[0]
     bad = ScriptedLLM(lambda prompt: "")  # a rejected output falls back to the top passage's text
     record = threshold_plan([turn("1-1_3", [0.9], [0.1, 0.05])])[0]
-    Respond(Texts(), bad).transform([record])
+    Respond(Texts().texts, bad).transform([record])
     assert record.response == PASSAGES["d:0"] and record.notes == ["empty response: top passage used"]
 
 
@@ -139,7 +139,7 @@ def evidence_record() -> TurnRecord:
 
 def test_refinement_drops_the_rejected_item_and_regenerates_once():
     llm = ScriptedLLM(lambda prompt: "second response about tofu")
-    stage = RefineEvidence(llm, Texts(), alpha=1, rounds=1)
+    stage = RefineEvidence(llm, Texts().texts, alpha=1, rounds=1)
     stage.consistency = lambda responses, texts, queries: [0.0 if t == PASSAGES["d:1"] else 0.9 for t in texts]
     record = stage.transform([evidence_record()])[0]
     assert len(llm.prompts) == 1 and record.response == "second response about tofu"
@@ -156,7 +156,7 @@ def test_refinement_drops_the_rejected_item_and_regenerates_once():
 
 def test_refinement_replaces_a_statement_then_runs_out_of_novel_items():
     llm = ScriptedLLM(lambda prompt: f"response {len(llm.prompts)} here")
-    stage = RefineEvidence(llm, Texts(), alpha=1, rounds=3)
+    stage = RefineEvidence(llm, Texts().texts, alpha=1, rounds=3)
     stage.consistency = lambda responses, texts, queries: [0.5 if t in PTKB.values() else 1.0 for t in texts]
     record = evidence_record()
     stage.transform([record])
@@ -166,7 +166,7 @@ def test_refinement_replaces_a_statement_then_runs_out_of_novel_items():
     assert record.ptkb_used == ["1", "4"] and record.evidence["llm_calls"] == 2 == len(llm.prompts)
     assert record.evidence["stopped"] == "no novel evidence in round 3" and record.response == "response 2 here"
     rejected = ScriptedLLM(lambda prompt: "")
-    stage = RefineEvidence(rejected, Texts(), rounds=2)
+    stage = RefineEvidence(rejected, Texts().texts, rounds=2)
     stage.consistency = lambda responses, texts, queries: [0.5] * len(texts)
     record = stage.transform([evidence_record()])[0]  # a rejected regeneration keeps response and evidence
     assert record.response == "first response" and record.used == ["d:0", "d:1", "d:2"]
@@ -309,7 +309,7 @@ def test_llm_judge_consistency_reuses_the_response_evaluation_judge():
     labels = {PASSAGES["d:0"]: "support", PASSAGES["d:1"]: "I cannot tell", PASSAGES["d:2"]: "partial_support"}
     llm = ScriptedLLM(lambda prompt: next((v for k, v in labels.items() if f"### Nugget:\n{k}" in prompt),
                                           "not_support"))
-    stage = RefineEvidence(llm, Texts(), consistency="llm", rounds=0)
+    stage = RefineEvidence(llm, Texts().texts, consistency="llm", rounds=0)
     record = evidence_record()
     values = stage.consistency([record.response] * 3, [PASSAGES[p] for p in record.used], [record.query] * 3)
     assert values == [1.0, 0.0, 0.5] and llm.stats["parse_fallbacks"] == 1  # unparsable: not_support, counted

@@ -140,16 +140,16 @@ def encoder_limit(tokens: float, layers: int, rate_tflops: float, hidden: int = 
 def dense_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
-    from ikatkit.index.encode import Encoder
+    from ikatkit.index.encode import DenseEncoder
     import shapes
 
     folder = shapes.minilm(work / "minilm-bi", "bi")
     texts = shapes.passages(RUN.count(60_000, 32))
-    fast = Encoder(str(folder), device=RUN.device)
+    fast = DenseEncoder(str(folder), device=RUN.device)
     tokens = float(np.mean([len(ids) for ids in fast.model.tokenizer(texts[:2000])["input_ids"]]))
     fast.encode(texts[:4096])
     half, seconds = timed(lambda: fast.encode(texts))
-    exact = Encoder(str(folder), device=RUN.device, dtype="float32")
+    exact = DenseEncoder(str(folder), device=RUN.device, dtype="float32")
     exact.encode(texts[:1024], batch_size=256)
     full, seconds32 = timed(lambda: exact.model.encode(texts[:20_000], batch_size=256, normalize_embeddings=True,
                                                        convert_to_numpy=True, show_progress_bar=False))
@@ -166,12 +166,12 @@ def dense_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
 
 
 def splade_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
-    """SPLADE++'s shape (issue 60) through ``index.splade.SpladeEncoder`` on CUDA, passages and queries, in float32
+    """SPLADE++'s shape (issue 60) through ``index.splade.SparseEncoder`` on CUDA, passages and queries, in float32
     (``index sparse``'s default) and in float16 and bfloat16 (``--dtype``: their speed, and how near their quantized
     vectors are to float32's, ``splade_random.agreement``), against the matrix rate's limit of each."""
     import numpy as np
 
-    from ikatkit.index.splade import SpladeEncoder
+    from ikatkit.index.sparse_encoder import SparseEncoder
     import shapes
     from splade_random import agreement
 
@@ -181,7 +181,7 @@ def splade_encoder(work: Path, env: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"passages": len(texts)}
     found = {}
     for dtype in ("float32", "bfloat16") if RUN.rehearsal else ("float32", "float16", "bfloat16"):
-        encoder = SpladeEncoder(str(folder), device=RUN.device, dtype=dtype)
+        encoder = SparseEncoder(str(folder), device=RUN.device, dtype=dtype)
         tokens = float(np.mean([len(ids) for ids in encoder.tokenizer(texts[:1000])["input_ids"]]))
         encoder.encode(texts[:256], batch_size=64)
         found[dtype], seconds = timed(lambda: encoder.encode(texts, batch_size=64))

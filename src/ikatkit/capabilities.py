@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 Messages = list[dict[str, str]]  # one conversation, OpenAI-style
-Hit = tuple[str, float]  # a passage id and its score
+Hit = tuple[str, float]
+"""A ranked passage: (passage id, score). A plain tuple: a NamedTuple costs four times the CPU to make, and the
+garbage collector keeps tracking it (a batch of them set off full collections of the whole heap, JVM bridge and
+Pyserini included); 1,000 of them a query were the last 5-20% between a k=1000 search and Java alone
+(docs/benchmarks.md)."""
 
 
 @runtime_checkable

@@ -50,7 +50,8 @@ def load_sentence_transformer(name: str, device: str | None = None) -> Any:
     try:
         return SentenceTransformer(resolve_model(name), device=device, local_files_only=True)
     except (OSError, ValueError) as err:
-        raise IkatError(f"model {name!r} is not available offline ({type(err).__name__}: {str(err)[:200]})",
+        raise IkatError(f"model {name!r} is not available offline: not a local folder, nor in the local Hugging Face "
+                        f"cache ({type(err).__name__})",
                         fix=f"download it once where the network is allowed (`hf download {name}`, into the "
                             "Hugging Face cache ikatkit reads with HF_HUB_OFFLINE=1), pass a local model folder, "
                             f"or use {DEFAULT_ENCODER}") from None

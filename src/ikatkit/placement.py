@@ -11,6 +11,9 @@ float32), the cross-encoder and the LLM. ``tolerance`` is what the dtype promise
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +31,12 @@ TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 
 @dataclass(frozen=True)
 class Machine:
-    """What a device offers: its type (``cpu`` or ``cuda``), a name, and whether it computes bfloat16 natively."""
+    """What a device offers: its type (``cpu`` or ``cuda``), a name, and whether it computes bfloat16 (PyTorch does on
+    every x86-64 CPU; a GPU before Ampere does not)."""
 
     device: str
     name: str = "cpu"
-    bf16: bool = False
+    bf16: bool = True
 
 
 def machine(device: str | None = None) -> Machine:
@@ -43,7 +47,7 @@ def machine(device: str | None = None) -> Machine:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     kind = device.split(":")[0]
     if kind == "cpu":
-        return Machine("cpu")
+        return Machine("cpu")  # bfloat16: natively with AVX-512 BF16 or AMX, else emulated by PyTorch
     if kind != "cuda":
         raise IkatError(f"unsupported device {device!r}", where="device", fix="use cpu or cuda (cuda:N)")
     if not torch.cuda.is_available():
@@ -51,17 +55,6 @@ def machine(device: str | None = None) -> Machine:
                         fix="leave device out (the CPU is used), or install a CUDA build of PyTorch")
     index = torch.device(device).index or 0
     return Machine("cuda", torch.cuda.get_device_name(index), bool(torch.cuda.is_bf16_supported()))
-
-
-def ray_machine(gpus: int) -> Machine:
-    """The machine a Ray job's encoder actors run on, as the driver can tell (``index dense``, ``index sparse``):
-    the CPU without GPUs; with GPUs, this process's own GPU where it sees one, else a GPU with bfloat16 (as every GPU
-    since Ampere has), so that an asked bfloat16 is not turned into float16 for want of a GPU here."""
-    import torch
-
-    if not gpus:
-        return Machine("cpu")
-    return machine("cuda") if torch.cuda.is_available() else Machine("cuda", "a GPU of the Ray cluster", bf16=True)
 
 
 @dataclass(frozen=True)
@@ -86,13 +79,14 @@ class Placement:
 
 def decide(kind: str, where: Machine, dtype: str = "auto") -> Placement:
     """The placement of a model of ``kind`` (a ``CUDA_DTYPE`` key) on ``where``; ``dtype`` overrides the choice
-    (``auto``: float32 on the CPU, the kind's dtype on CUDA; float16 for bfloat16 where the GPU lacks it)."""
+    (``auto``: float32 on the CPU, the kind's dtype on CUDA; for bfloat16 where the machine lacks it: float16 on a
+    GPU, float32 on a CPU)."""
     if kind not in CUDA_DTYPE:
         raise ValueError(f"unknown model kind {kind!r}")
     if dtype not in DTYPES:
         raise IkatError(f"unknown dtype {dtype!r}", where="dtype", fix=f"use one of {list(DTYPES)}")
     if where.device == "cpu":
-        chosen = "float32" if dtype == "auto" else dtype
+        chosen = "float32" if dtype == "auto" or (dtype == "bfloat16" and not where.bf16) else dtype
         if chosen == "float16":
             raise IkatError("float16 is not computed on the CPU", where="dtype",
                             fix="use bfloat16 or float32 (the default) on a CPU")
@@ -102,3 +96,50 @@ def decide(kind: str, where: Machine, dtype: str = "auto") -> Placement:
     if chosen == "bfloat16" and not where.bf16:
         chosen = "float16"
     return Placement(where.device, chosen, TOLERANCE[chosen])
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """PyTorch's CPU threads set to ``threads`` for the block and restored after it (None: left as they are): the one
+    place ikatkit sets them, never process-wide."""
+    if not threads:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class PlacedModel:
+    """The base of every model ikatkit runs (encoders, rankers): where it runs, in which dtype and on how many CPU
+    threads, decided once here for the model's ``kind`` (a :data:`CUDA_DTYPE` key) on its own machine.
+
+    ``device``: ``cpu``, ``cuda``, ``cuda:N`` (None: CUDA where visible, else the CPU, or ``default_device``);
+    ``dtype``: ``auto`` or one of :data:`DTYPES`; ``threads``: PyTorch's CPU threads while the model computes
+    (:meth:`computing`; None: as they are)."""
+
+    kind: str = ""
+    default_device: str | None = None
+
+    def __init__(self, device: str | None = None, dtype: str = "auto", threads: int | None = None) -> None:
+        self.placement = decide(self.kind, machine(device or self.default_device), dtype)
+        self.device = device or self.default_device or self.placement.device
+        self.threads = threads
+
+    def placed(self, model: Any) -> Any:
+        """``model`` (a torch module) on this placement's device, cast to its dtype unless float32."""
+        model = model.to(self.device)
+        return model if self.placement.dtype == "float32" else model.to(self.placement.torch_dtype)
+
+    def computing(self) -> contextlib.AbstractContextManager[None]:
+        """The block in which the model computes: PyTorch on this model's ``threads``, restored after."""
+        return torch_threads(self.threads)
+
+    def ran(self, batch_size: int) -> dict[str, Any]:
+        """What a job records of where this model ran: the placement and the batch size."""
+        return {**self.placement.identity(), "batch_size": batch_size}

@@ -13,7 +13,8 @@ from typing import Any
 from ikatkit.collection.readers import FORMATS
 from ikatkit.collection.segment import SPLITTERS
 from ikatkit.commands import default, index_verify
-from ikatkit.index.build import MANIFEST, build_index
+from ikatkit.index.build import build_index
+from ikatkit.index.manifest import MANIFEST
 from ikatkit.index.dense import build_dense
 from ikatkit.index.encode import BACKENDS
 from ikatkit.index.indexing import SEGMENTERS

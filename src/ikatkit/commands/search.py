@@ -15,7 +15,7 @@ from ikatkit.rank.standalone import rerank_run
 from ikatkit.retrieve.bm25 import Bm25Searcher
 from ikatkit.retrieve.fusion import METHODS
 from ikatkit.retrieve.search import search
-from ikatkit.retrieve.splade import SpladeSearcher
+from ikatkit.retrieve.sparse import SparseSearcher
 from ikatkit.topics import QUERY_KINDS
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
                                     "--sparse-model); with --index or --dense: hybrid, fused by --fusion")
     p.add_argument("--sparse-model", help="--sparse's query encoder (default: the index manifest's model)")
     p.add_argument("--device", help="where --sparse encodes the queries (default: the CPU), e.g. cuda")
-    p.add_argument("--threads", type=int, default=default(SpladeSearcher, "threads"),
+    p.add_argument("--threads", type=int, default=default(SparseSearcher, "threads"),
                    help="Java threads of the --sparse search (default %(default)s)")
     p.add_argument("--fusion", choices=METHODS, default="rrf",
                    help="hybrid: rrf, reciprocal rank fusion (k=60); weighted, min-max normalised scores weighted; "
@@ -80,14 +80,14 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
                                                      "several (hybrid)")
         weights = _fusion_weights(args)
         queries = queries_for(args.queries, args.topics)
-        searchers: list[Bm25Searcher | DenseSearcher | SpladeSearcher] = (
+        searchers: list[Bm25Searcher | DenseSearcher | SparseSearcher] = (
             [Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)] if args.index else [])
         if args.dense:
             from ikatkit.retrieve.dense import DenseSearcher
 
             searchers.append(DenseSearcher(args.dense, args.index))
         if args.sparse:
-            searchers.append(SpladeSearcher(args.sparse, args.sparse_model, args.threads, args.device))
+            searchers.append(SparseSearcher(args.sparse, args.sparse_model, args.threads, args.device))
         found = search_all(searchers, queries, args.k)
         hits = found[0] if len(found) == 1 else fuse_per_query(found, args.fusion, args.k, weights)
         run_type = args.run_type or ("manual" if args.queries == "manual" else "automatic")

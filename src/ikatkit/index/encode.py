@@ -25,7 +25,7 @@ import numpy as np
 from ikatkit.errors import IkatError
 from ikatkit.models import load_sentence_transformer
 from ikatkit.openvino_export import compile_ir, export_ir, ir_folder, positional
-from ikatkit.placement import decide, machine
+from ikatkit.placement import PlacedModel
 
 BACKENDS = ("auto", "torch", "openvino")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -116,33 +116,28 @@ def prefetched(model: Any, texts: list[str], batches: list[list[int]], pin: bool
             yield pending.popleft().result()
 
 
-class Encoder:
-    """Unit-length float32 embeddings of texts; ``backend`` torch or openvino, on ``threads`` CPU threads
-    (default: as the library chooses), on ``device`` (default: CUDA where visible) in ``dtype`` (``auto``: float16
-    on CUDA, float32 on the CPU; see ``ikatkit.placement``)."""
+class DenseEncoder(PlacedModel):
+    """Unit-length float32 embeddings of texts; ``backend`` torch or openvino, on ``threads`` CPU threads while
+    encoding (default: as the library chooses), on ``device`` (default: CUDA where visible) in ``dtype`` (``auto``:
+    float16 on CUDA, float32 on the CPU; see ``ikatkit.placement``)."""
+
+    kind = "encoder"
 
     def __init__(self, model: str, backend: str = "torch", threads: int | None = None,
                  device: str | None = None, dtype: str = "auto") -> None:
-        self.placement = decide("encoder", machine(device), dtype)
-        self.model = load_sentence_transformer(model, device or self.placement.device)
-        if self.placement.dtype != "float32":
-            self.model.to(self.placement.torch_dtype)
+        super().__init__(device, dtype, None if backend == "openvino" else threads)
+        self.model = self.placed(load_sentence_transformer(model, "cpu"))
         self.backend = backend
         self.dimension = int(self.model.get_embedding_dimension())
-        self._infer = None
-        if backend == "openvino":
-            self._infer = compile_openvino(self.model, threads)
-        elif threads:
-            import torch
-
-            torch.set_num_threads(threads)
+        self._infer = compile_openvino(self.model, threads) if backend == "openvino" else None
 
     def encode(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
         """Embeddings of ``texts`` in their order, ``batch_size`` at a time (default: 32 on the CPU, ``GPU_BATCH``
         on CUDA)."""
         if self._infer is None and self.placement.device == "cpu" and self.placement.dtype == "float32":
-            vectors = self.model.encode(texts, batch_size=batch_size or 32, normalize_embeddings=True,
-                                        convert_to_numpy=True, show_progress_bar=False)
+            with self.computing():
+                vectors = self.model.encode(texts, batch_size=batch_size or 32, normalize_embeddings=True,
+                                            convert_to_numpy=True, show_progress_bar=False)
             return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # as encode() does: less padding
@@ -161,7 +156,7 @@ class Encoder:
 
         device = self.model.device
         done = []
-        with torch.inference_mode():
+        with torch.inference_mode(), self.computing():
             for features in prefetched(self.model, texts, batches, pin=device.type == "cuda"):
                 inputs = {k: v.to(device, non_blocking=True) for k, v in features.items()}
                 vectors = self.model(inputs)["sentence_embedding"].float()

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ikatkit.index.lucene import check_index, open_index
+from ikatkit.index.lucene import check_index, lucene_info
 from ikatkit.index.texts import LuceneTexts
 
 __all__ = ["check_index", "doc", "stats"]
@@ -24,4 +24,4 @@ def doc(index: str | Path, pid: str) -> str | None:
 
 def stats(index: str | Path) -> dict[str, Any]:
     """The manifest (own index) plus what Lucene reports: documents, fields stored, positions, doc vectors."""
-    return open_index(index).describe()
+    return lucene_info(index).describe()

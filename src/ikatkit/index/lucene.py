@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.index.build import MANIFEST
+from ikatkit.index.manifest import BM25, MANIFEST
 from ikatkit.suggest import path_fix
 
 ID_FIELD = "id"  # Anserini's Constants.ID
@@ -51,6 +51,11 @@ class IndexInfo:
     @property
     def own(self) -> bool:
         return self.manifest is not None
+
+    @property
+    def kind(self) -> str:
+        """The manifest's kind (``bm25`` or ``sparse``; ``bm25`` for a foreign index or an earlier version's)."""
+        return (self.manifest or {}).get("kind", BM25)
 
     @property
     def analyzer(self) -> str:
@@ -96,10 +101,10 @@ def is_lucene_folder(path: str | Path) -> bool:
 
 def check_index(index: str | Path) -> Path:
     """The folder of a Lucene index (own or foreign), or one clear error."""
-    return open_index(index).path
+    return lucene_info(index).path
 
 
-def open_index(index: str | Path) -> IndexInfo:
+def lucene_info(index: str | Path) -> IndexInfo:
     """The detected :class:`IndexInfo` of ``index`` (read once per process)."""
     return _open(str(Path(index).resolve()))
 
@@ -255,5 +260,5 @@ def index_identity(index: str | Path | None) -> str:
     if manifest is not None and manifest.exists():  # ours (Lucene or dense): read without starting the JVM
         return manifest.read_text(encoding="utf-8")
     if index is not None and is_lucene_folder(index):
-        return open_index(index).identity
+        return lucene_info(index).identity
     return str(index)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
-from ikatkit.placement import decide, machine
+from ikatkit.placement import PlacedModel
 
 DEFAULT_MODEL = "naver/splade-cocondenser-ensembledistil"
 SCALE = 100
@@ -25,37 +25,41 @@ PASSAGE_LENGTH = 512  # tokens a passage is truncated to (BERT's limit)
 QUERY_LENGTH = 128
 
 
-def load_splade(name: str, device: str | None = None) -> tuple[Any, Any]:
-    """``(tokenizer, model)`` of masked-LM ``name`` (a folder, ``bundled:*`` or a hub id in the local cache), in
-    eval mode; one clear error when it cannot be loaded offline."""
+def load_splade(name: str) -> tuple[Any, Any]:
+    """``(tokenizer, model)`` of masked-LM ``name`` (a folder, ``bundled:*`` or a hub id in the local cache), on the
+    CPU in eval mode; one clear error when it cannot be loaded offline."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     path = resolve_model(name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True)
+        model, loading = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True, output_loading_info=True)
     except (OSError, ValueError) as err:
-        raise IkatError(f"SPLADE model {name!r} is not available offline ({type(err).__name__}: {str(err)[:200]})",
+        raise IkatError(f"SPLADE model {name!r} is not available offline: not a local folder, nor in the local Hugging "
+                        f"Face cache ({type(err).__name__})",
                         fix=f"download it once where the network is allowed (`hf download {name}`, into the Hugging "
                             "Face cache ikatkit reads offline), or pass a local folder of a masked-LM model") from None
-    return tokenizer, model.to(device or "cpu").eval()
+    head = [key for key in loading.get("missing_keys", ()) if not key.startswith(model.base_model_prefix + ".")]
+    if head:
+        raise IkatError(f"{name!r} has no masked-LM head (missing: {', '.join(sorted(head)[:3])}): it is not a SPLADE "
+                        "model, and its term weights would come from random weights",
+                        fix="pass a SPLADE checkpoint (a masked-LM, e.g. naver/splade-cocondenser-ensembledistil)")
+    return tokenizer, model.eval()
 
 
-class SpladeEncoder:
+class SparseEncoder(PlacedModel):
     """Quantized SPLADE vectors ``{term: weight}`` of texts, on ``device`` (default CPU) with ``threads`` CPU
-    threads (default: as torch chooses), in ``dtype`` (``auto``: float32; ``ikatkit.placement``)."""
+    threads while encoding (default: as torch chooses), in ``dtype`` (``auto``: float32; ``ikatkit.placement``)."""
+
+    kind = "splade"
+    default_device = "cpu"
 
     def __init__(self, model: str, device: str | None = None, threads: int | None = None,
                  dtype: str = "auto") -> None:
-        import torch
-
-        if threads:
-            torch.set_num_threads(threads)
-        self.placement = decide("splade", machine(device or "cpu"), dtype)
-        self.tokenizer, self.model = load_splade(model, device)
-        if self.placement.dtype != "float32":
-            self.model.to(self.placement.torch_dtype)
-        self.device = self.model.device
+        super().__init__(device, dtype, threads)
+        self.name = model
+        self.tokenizer, loaded = load_splade(model)
+        self.model = self.placed(loaded)
         vocabulary = self.tokenizer.convert_ids_to_tokens(list(range(self.model.config.vocab_size)))
         self.terms = np.array(vocabulary, dtype=object)
 
@@ -64,8 +68,8 @@ class SpladeEncoder:
         import torch
 
         found = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        found = {key: value.to(self.device) for key, value in found.items()}
-        with torch.inference_mode():
+        found = {key: value.to(self.model.device) for key, value in found.items()}
+        with torch.inference_mode(), self.computing():
             logits = self.model(**found).logits  # max first, then log(1 + relu): the same (monotone), in less memory
             padding = found["attention_mask"].unsqueeze(-1) == 0
             pooled = torch.log1p(torch.relu(logits.masked_fill_(padding, 0).amax(dim=1)))

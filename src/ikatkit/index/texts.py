@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.index.lucene import ID_FIELD, IdLookup, open_index, open_reader
+from ikatkit.index.lucene import ID_FIELD, IdLookup, lucene_info, open_reader
 
 TextsFunction = Callable[[Sequence[str]], dict[str, str]]
 
@@ -57,7 +57,7 @@ class LuceneTexts:
         from jnius import cast  # only once our JVM runs
 
         if reader is None:
-            info = open_index(index)  # type: ignore[arg-type]  # callers pass an index or a reader
+            info = lucene_info(index)  # type: ignore[arg-type]  # callers pass an index or a reader
             info.require_texts(why)
             reader = open_reader(info.path)
         self.reader = reader = cast("org.apache.lucene.index.IndexReader", reader)
@@ -83,7 +83,7 @@ def index_records(index: str | Path, why: str = "its passages") -> Iterator[dict
     """Every stored passage of a Lucene index in index order, as ``{"id", "contents", ...}`` (deleted ones skipped)."""
     from ikatkit.java import autoclass
 
-    info = open_index(index)
+    info = lucene_info(index)
     info.require_texts(why)
     reader = open_reader(info.path)
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ikatkit.errors import IkatError
 from ikatkit.index.hashes import Key, open_text, passage_md5, read_hashes
-from ikatkit.index.lucene import ID_FIELD, NO_MORE_DOCS, is_lucene_folder, open_index, open_reader
+from ikatkit.index.lucene import ID_FIELD, NO_MORE_DOCS, is_lucene_folder, lucene_info, open_reader
 
 EXAMPLES = 5  # ids shown per kind of difference
 KINDS = ("different", "missing", "extra")
@@ -94,7 +94,7 @@ def _index_md5s(index: Path) -> Iterator[tuple[str, str]]:
     from ikatkit.index.texts import stored_record
     from ikatkit.java import autoclass
 
-    info = open_index(index)
+    info = lucene_info(index)
     info.require_texts("`index verify`")
     reader = open_reader(info.path)
     try:

@@ -23,7 +23,7 @@ import numpy as np
 from ikatkit.atomic import atomic_open
 from ikatkit.capabilities import Partitioned
 from ikatkit.errors import IkatError
-from ikatkit.retrieve.bm25 import Hit
+from ikatkit.capabilities import Hit
 
 POLICY_VERSION = 1
 HIDDEN = 25

@@ -21,7 +21,8 @@ from ikatkit.suggest import did_you_mean, path_fix
 from ikatkit.pipelines.base import INITIAL_FIELDS, Placement, Stage
 from ikatkit.pipelines.options import TableView, check_options, fits
 from ikatkit.pipelines.registry import stage_class, stages
-from ikatkit.pipelines.resources import PARAMS, Resource, Where, build_resource, resource, stage_resources
+from ikatkit.pipelines.resources import (PARAMS, Resource, Where, build_resource, resource, stage_resources,
+                                         texts_of)
 
 TOP_LEVEL = {"name": str, "run_type": str, "description": str, "team_id": str, "batch_size": int, "threads": int,
              "resources": dict, "stages": list}
@@ -158,6 +159,8 @@ def _check_stage_options(path: Path | None, where: str, cls: type[Stage], option
     """A stage's options checked against its signature, with the resource each parameter will use (or None)."""
     accepted = inspect.signature(cls.__init__).parameters
     plain = {k: v for k, v in options.items() if k not in PARAMS or k not in accepted}
+    if "texts" in accepted and "searcher" not in accepted:  # configs written before texts: the searcher's texts
+        plain.pop("searcher", None)
     try:
         check_options(cls.__init__, plain, PARAMS)
         return {**options, **stage_resources(cls, options, resources)}
@@ -255,8 +258,9 @@ def build_stages(config: RunConfig, resources: Resources,
     built: list[Stage] = []
     for i, spec in enumerate(config.stages):
         names = {param: name for param, name in spec.resources.items() if name}
-        params = {**spec.options, **(overrides or {}).get(spec.name, {}),
-                  **{param: resources.get(name) for param, name in names.items()}}
+        params = {**{k: v for k, v in spec.options.items() if k not in PARAMS}, **(overrides or {}).get(spec.name, {}),
+                  **{param: texts_of(config.resources[name], resources.get(name)) if param == "texts"
+                     else resources.get(name) for param, name in names.items()}}
         try:
             stage = spec.cls(**params)
         except IkatError as err:

@@ -16,11 +16,11 @@ from typing import Any
 
 from ikatkit import __version__
 from ikatkit.digest import file_digest, json_digest, tree_digest
-from ikatkit.index.build import MANIFEST
+from ikatkit.index.manifest import MANIFEST
 from ikatkit.index.lucene import index_identity, is_lucene_folder
 from ikatkit.models import resolve_model
 from ikatkit.pipelines.resources import Resource, declared
-from ikatkit.retrieve.partitioned import PARTITIONS
+from ikatkit.index.manifest import PARTITIONS_FILE
 
 
 def _sha(data: Any) -> str:
@@ -73,8 +73,8 @@ def path_identity(path: Path, memo: Path | None = None) -> str:
     or its Lucene commit (a foreign index), anything else (an adapter) by its content."""
     if not path.exists():
         return f"missing:{path}"
-    if (path / PARTITIONS).is_file():
-        return _sha((path / PARTITIONS).read_text(encoding="utf-8"))
+    if (path / PARTITIONS_FILE).is_file():
+        return _sha((path / PARTITIONS_FILE).read_text(encoding="utf-8"))
     if (path / MANIFEST).is_file() or is_lucene_folder(path):
         return _sha(index_identity(path))
     return "sha256:" + tree_digest(path, memo)

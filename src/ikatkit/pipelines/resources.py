@@ -23,7 +23,8 @@ from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.options import TableView, check_options
 from ikatkit.suggest import did_you_mean
 
-PARAMS = ("llm", "ranker", "searcher")  # the stage parameters a resource fills
+PARAMS = ("llm", "ranker", "searcher", "texts")  # the stage parameters a resource fills
+ALIASES = {"splade": "sparse"}  # kind names users already write
 
 
 @dataclass(frozen=True)
@@ -140,70 +141,79 @@ def _ranker_kind(kind: str, cache_only: bool = False) -> ResourceKind:
                         cache_only=cache_only, identity=("model",))
 
 
-def _bm25_class() -> type[Any]:
-    from ikatkit.retrieve.bm25 import Bm25Searcher
+def _searcher_class(kind: str) -> Callable[[], type[Any]]:
+    """The searcher class an index of ``kind`` builds (:mod:`ikatkit.index.artifact`)."""
+    def found() -> type[Any]:
+        from ikatkit.index.artifact import SEARCHERS
 
-    return Bm25Searcher
+        return SEARCHERS[kind]()
 
-
-def _dense_class() -> type[Any]:
-    from ikatkit.retrieve.dense import DenseSearcher
-
-    return DenseSearcher
+    return found
 
 
-def _partitioned_class() -> type[Any]:
-    from ikatkit.retrieve.partitioned import PartitionedSearcher
+def _open(path: str | Path, kind: str) -> Any:
+    from ikatkit.index.artifact import open_index
 
-    return PartitionedSearcher
+    return open_index(path, kind)
 
 
 def _check_bm25(options: dict[str, Any]) -> None:
-    check_options(_bm25_class().__init__, options, ("index",))
+    check_options(_searcher_class("bm25")().__init__, options, ("index",))
 
 
 def _build_bm25(name: str, spec: dict[str, Any], where: Where) -> Any:
     if where.index is None:
         raise IkatError("this config retrieves but no index was given", path=where.config, fix="pass --index DIR")
-    return _bm25_class()(where.index, **spec)
+    return _open(where.index, "bm25").searcher(**spec)
 
 
-def _folder_check(kind: str, folder: str, searcher: Callable[[], type[Any]]) -> Callable[[dict[str, Any]], None]:
-    """The option check of a searcher that names its index ``folder`` in ``path``."""
+def _folder_check(kind: str, folder: str, *searchers: Callable[[], type[Any]]) -> Callable[[dict[str, Any]], None]:
+    """The option check of a searcher that names its index ``folder`` in ``path``; its options are those of one of
+    ``searchers`` (the folder decides which when it opens)."""
     def check(options: dict[str, Any]) -> None:
         if not isinstance(options.get("path"), str):
             raise IkatError(f"a {kind} resource names its index folder", where="path", fix=f'add path = "<{folder}>"')
-        check_options(searcher().__init__, options)
+        errors = []
+        for searcher in searchers:
+            found = searcher()
+            try:
+                return check_options(getattr(found, "__init__", found) if isinstance(found, type) else found,
+                                     options, ("query_encoder",))
+            except IkatError as err:
+                errors.append(err)
+        raise errors[0]
 
     return check
 
 
-_check_dense = _folder_check("dense", "folder of ikatkit index dense", _dense_class)
+_check_dense = _folder_check("dense", "folder of ikatkit index dense", _searcher_class("dense"))
 
 
 def _build_dense(name: str, spec: dict[str, Any], where: Where) -> Any:
-    return _dense_class()(spec.pop("path"), spec.pop("index", where.index), **spec)
+    return _open(spec.pop("path"), "dense").searcher(index=spec.pop("index", where.index), **spec)
 
 
-def _splade_class() -> type[Any]:
-    from ikatkit.retrieve.splade import SpladeSearcher
+def _hdf5_searcher() -> Callable[..., Any]:
+    from ikatkit.index.artifact import hdf5_searcher
 
-    return SpladeSearcher
-
-
-_check_splade = _folder_check("splade", "folder of ikatkit index sparse, or an Anserini impact index", _splade_class)
+    return hdf5_searcher
 
 
-def _build_splade(name: str, spec: dict[str, Any], where: Where) -> Any:
-    return _splade_class()(spec.pop("path"), **spec)
+def _check_sparse(options: dict[str, Any]) -> None:
+    _folder_check("sparse", "folder of ikatkit index sparse, an Anserini impact index or the organizers' SPLADE "
+                  "index", _searcher_class("sparse"), _hdf5_searcher)(options)
+
+
+def _build_sparse(name: str, spec: dict[str, Any], where: Where) -> Any:
+    return _open(spec.pop("path"), "sparse").searcher(**spec)
 
 
 def _check_partitioned(options: dict[str, Any]) -> None:  # ``partitions``: the folder, else --index
     if not isinstance(options.get("partitions", ""), str):
         raise IkatError(f"partitions = {options['partitions']!r} is not a folder name", where="partitions",
                         fix='write partitions = "<folder of ikatkit index partition>" or pass --index DIR')
-    check_options(_partitioned_class().__init__, {k: v for k, v in options.items() if k != "partitions"},
-                  ("folder",))
+    check_options(_searcher_class("partitions")().__init__,
+                  {k: v for k, v in options.items() if k != "partitions"}, ("folder",))
 
 
 def _build_partitioned(name: str, spec: dict[str, Any], where: Where) -> Any:
@@ -211,7 +221,35 @@ def _build_partitioned(name: str, spec: dict[str, Any], where: Where) -> Any:
     if folder is None:
         raise IkatError(f"resource {name!r} names no partitions folder", path=where.config,
                         fix="add partitions = \"DIR\" or pass --index DIR")
-    return _partitioned_class()(folder, **spec)
+    return _open(folder, "partitions").searcher(**spec)
+
+
+def _check_texts(options: dict[str, Any]) -> None:
+    unknown = sorted(set(options) - {"index", "passages"})
+    if unknown:
+        raise IkatError(f"unknown option(s) {unknown} for a texts resource", where=unknown[0],
+                        fix='use index = "<an index folder storing texts>" or passages = ["<passages JSONL>", ...]')
+    if "index" in options and "passages" in options:
+        raise IkatError("a texts resource reads an index or passage files, not both", where="passages",
+                        fix="keep one of index and passages")
+    passages = options.get("passages", [])
+    if not isinstance(passages, list) or not all(isinstance(p, str) for p in passages):
+        raise IkatError(f"passages = {passages!r} is not a list of files", where="passages",
+                        fix='write passages = ["passages.jsonl"]')
+
+
+def _build_texts(name: str, spec: dict[str, Any], where: Where) -> Any:
+    """``texts(ids)`` of an index's stored texts (``index``, else the run's ``--index``) or of passage files."""
+    from ikatkit.index.artifact import open_index
+    from ikatkit.index.texts import jsonl_texts
+
+    if spec.get("passages"):
+        return jsonl_texts(spec["passages"])
+    folder = spec.get("index") or where.index
+    if folder is None:
+        raise IkatError(f"texts resource {name!r} names no index or passages", path=where.config,
+                        fix='add index = "DIR" or passages = ["FILE"], or pass --index DIR')
+    return open_index(folder).texts(f"the passage texts of resource {name!r}")
 
 
 LUCENE = ("pyserini", "jnius")
@@ -223,22 +261,31 @@ KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
                  identity=("model", "adapter")),
     _ranker_kind("bi-encoder", cache_only=True),
     _ranker_kind("cross-encoder"),
-    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _bm25_class, modules=LUCENE,
+    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _searcher_class("bm25"), modules=LUCENE,
                  needs="a Lucene index (`--index`: the organizers' or your own)"),
-    ResourceKind("dense", "searcher", _check_dense, _build_dense, _dense_class,
+    ResourceKind("dense", "searcher", _check_dense, _build_dense, _searcher_class("dense"),
                  modules=("torch", "sentence_transformers", "faiss"), files=("path", "index"),
                  identity=("path", "index"),
                  needs="a dense index (from `ikatkit index dense`)"),
-    ResourceKind("splade", "searcher", _check_splade, _build_splade, _splade_class,
+    ResourceKind("sparse", "searcher", _check_sparse, _build_sparse, _searcher_class("sparse"),
                  modules=(*LUCENE, "torch", "transformers"), models=("model",), cache_only=True, files=("path",),
-                 identity=("path", "model"), needs="a SPLADE impact index (from `ikatkit index sparse`)"),
-    ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _partitioned_class,
+                 identity=("path", "model", "max_length"),
+                 needs="a learned sparse index (from `ikatkit index sparse`, or the organizers' SPLADE index)"),
+    ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _searcher_class("partitions"),
                  modules=LUCENE, files=("partitions",), identity=("partitions",),
                  needs="partitions (`--index`, from `ikatkit index partition`)"),
+    ResourceKind("texts", "texts", _check_texts, _build_texts, files=("index",), identity=("index", "passages"),
+                 needs="passage texts (an index storing them, `--index`, or passage files)"),
 )}
 PARAM_KINDS: dict[str, tuple[str, ...]] = {param: tuple(k for k, kind in KINDS.items() if kind.serves == param)
                                            for param in PARAMS}
 RANKER_KINDS = PARAM_KINDS["ranker"]  # the re-ranker kinds (`ikatkit search/rerank/context` choices)
+
+
+def kind_of(spec: Mapping[str, Any]) -> ResourceKind | None:
+    """The kind of a resource table (its ``kind``, an alias resolved), None when unknown."""
+    kind = spec.get("kind")
+    return KINDS.get(ALIASES.get(kind, kind)) if isinstance(kind, str) else None
 
 
 def resource(name: str, spec: Any) -> Resource:
@@ -246,9 +293,10 @@ def resource(name: str, spec: Any) -> Resource:
     ``where`` is the key inside the resource's table (``kind``, ``model``, an option), or None for the table."""
     if not isinstance(spec, Mapping):
         raise IkatError(f"resource {name!r} is not a table", fix=f'write [resources.{name}] with kind = "..."')
-    kind = spec.get("kind")
+    kind = ALIASES.get(spec.get("kind"), spec.get("kind"))
     if kind not in KINDS:
-        raise IkatError(f"resource {name!r} has unknown kind {kind!r}", where="kind", fix=f"use one of {list(KINDS)}")
+        raise IkatError(f"resource {name!r} has unknown kind {spec.get('kind')!r}", where="kind",
+                        fix=did_you_mean(str(spec.get("kind")), list(KINDS)) or f"use one of {list(KINDS)}")
     options = {k: v for k, v in spec.items() if k != "kind"}
     KINDS[kind].check(dict(options))
     return Resource(name, KINDS[kind], options)
@@ -257,15 +305,17 @@ def resource(name: str, spec: Any) -> Resource:
 def declared(resources: Mapping[str, Any]) -> list[Resource]:
     """The resources of a config's TOML table whose kind is known, as records (unchecked options: the catalogue's
     and preflight's reading of a file)."""
-    return [spec if isinstance(spec, Resource) else Resource(name, KINDS[spec["kind"]],
+    return [spec if isinstance(spec, Resource) else Resource(name, kind,
                                                              {k: v for k, v in spec.items() if k != "kind"})
-            for name, spec in resources.items() if isinstance(spec, Mapping) and spec.get("kind") in KINDS]
+            for name, spec in resources.items() if isinstance(spec, Mapping) and (kind := kind_of(spec)) is not None]
 
 
 def build_resource(name: str, spec: Mapping[str, Any], where: Where) -> Any:
     """The object a declared (and checked) resource stands for."""
     options = {k: v for k, v in spec.items() if k != "kind"}
-    return KINDS[spec["kind"]].build(name, options, where)
+    kind = kind_of(spec)
+    assert kind is not None  # checked when the config loaded
+    return kind.build(name, options, where)
 
 
 def searcher_takes(kind: str | None, argument: str) -> bool:
@@ -286,7 +336,10 @@ def stage_resources(cls: type[Stage], options: dict[str, Any],
     for param in PARAMS:
         if param not in accepted:
             continue
-        fitting = [n for n, spec in resources.items() if spec.get("kind") in PARAM_KINDS[param]]
+        if param == "texts":
+            chosen[param] = _texts_resource(cls, options, resources)
+            continue
+        fitting = [n for n, spec in resources.items() if (kind := kind_of(spec)) and kind.name in PARAM_KINDS[param]]
         if param in options:
             name = options[param]
             if name not in resources:
@@ -304,3 +357,38 @@ def stage_resources(cls: type[Stage], options: dict[str, Any],
                             + ("" if fitting else f" and declare a resource of kind {list(PARAM_KINDS[param])}"))
         chosen[param] = fitting[0] if fitting else None
     return chosen
+
+
+def _texts_resource(cls: type[Stage], options: dict[str, Any], resources: Mapping[str, Mapping[str, Any]]) -> str:
+    """The resource whose passage texts a stage reads: the one ``texts`` names (a ``texts`` resource, or a searcher:
+    its index's texts; ``searcher`` as configs wrote it before), else the only ``texts`` resource, else the only
+    searcher. Errors' ``where`` is ``texts``."""
+    def serving(what: str) -> list[str]:
+        return [n for n, spec in resources.items() if (kind := kind_of(spec)) and kind.serves == what]
+
+    texts, searchers = serving("texts"), serving("searcher")
+    name = options.get("texts", options.get("searcher"))
+    if name is not None:
+        if name not in resources:
+            raise IkatError(f"texts {name!r} is not a declared resource", where="texts",
+                            fix=did_you_mean(name, texts + searchers or list(resources))
+                            or f"declare [resources.{name}]")
+        if name not in texts + searchers:
+            raise IkatError(f"texts {name!r} is a {resources[name].get('kind')!r} resource", where="texts",
+                            fix='name a resource of kind "texts", or a searcher (its index\'s texts)')
+        return name
+    if len(texts) == 1:
+        return texts[0]
+    fitting = texts or searchers
+    if len(fitting) != 1:
+        raise IkatError(f"{len(fitting)} resources fit 'texts' of stage {cls.name!r} (the passage texts it reads); "
+                        "name the one it uses", where="texts",
+                        fix='add texts = "<resource name>" to the stage' + ("" if fitting else
+                                                                           ' and declare [resources.texts] kind = '
+                                                                           '"texts" (or a searcher)'))
+    return fitting[0]
+
+
+def texts_of(resource: Resource, built: Any) -> Any:
+    """What a stage's ``texts`` parameter gets of a built resource: a texts resource itself, a searcher's texts."""
+    return built.texts if resource.kind.serves == "searcher" else built

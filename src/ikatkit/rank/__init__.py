@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ikatkit.rank.base import Ranker, rank_ptkb
+from ikatkit.rank.base import RankerBase, rank_ptkb
 from ikatkit.rank.biencoder import BiEncoder
 from ikatkit.rank.crossencoder import CrossEncoderRanker
 
 KINDS = {"bi-encoder": BiEncoder, "cross-encoder": CrossEncoderRanker}
 
 
-def make_ranker(kind: str, model: str, **options: Any) -> Ranker:
+def make_ranker(kind: str, model: str, **options: Any) -> RankerBase:
     """A ranker of ``kind`` (bi-encoder or cross-encoder) over ``model`` (hub id, path or ``bundled:minilm``)."""
     from ikatkit.errors import IkatError
 
@@ -20,4 +20,4 @@ def make_ranker(kind: str, model: str, **options: Any) -> Ranker:
     return KINDS[kind](model, **options)
 
 
-__all__ = ["BiEncoder", "CrossEncoderRanker", "Ranker", "make_ranker", "rank_ptkb"]
+__all__ = ["BiEncoder", "CrossEncoderRanker", "RankerBase", "make_ranker", "rank_ptkb"]

@@ -9,7 +9,7 @@ from ikatkit import capabilities
 PTKB_HISTORY_WEIGHT = 0.8  # weight of a PTKB statement's best score against earlier turns (tuned: see rank_ptkb)
 
 
-class Ranker:
+class RankerBase:
     """Subclasses implement ``_score_unique``; pairs are deduplicated within a call and, with ``cache``, scores
     are kept by content across calls.
 

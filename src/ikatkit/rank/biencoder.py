@@ -24,12 +24,12 @@ from ikatkit.index.encode import choose_backend, compile_openvino, openvino_embe
 from ikatkit.models import load_sentence_transformer
 from ikatkit.paths import cache_root
 from ikatkit.placement import Placement, decide, machine
-from ikatkit.rank.base import Ranker
+from ikatkit.rank.base import RankerBase
 from ikatkit.rank.embedding_cache import EmbeddingCache
 from ikatkit.digest import model_digest
 
 
-class BiEncoder(Ranker):
+class BiEncoder(RankerBase):
     """Texts are compared by the cosine of their unit-length embeddings.
 
     ``threads``: PyTorch threads while encoding on the CPU (restored after). One by default: on a machine

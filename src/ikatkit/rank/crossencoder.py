@@ -23,13 +23,13 @@ from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
 from ikatkit.openvino_export import compile_ir, export_ir, ir_folder, positional
 from ikatkit.placement import decide, machine
-from ikatkit.rank.base import Ranker
+from ikatkit.rank.base import RankerBase
 
 BACKENDS = ("torch", "openvino")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-class CrossEncoderRanker(Ranker):
+class CrossEncoderRanker(RankerBase):
     """Scores (query, passage) pairs jointly; e.g. ``cross-encoder/ms-marco-MiniLM-L-12-v2``.
 
     ``backend`` is ``"openvino"`` (CPU only) or ``"torch"``; by default OpenVINO where the model sits on the CPU.

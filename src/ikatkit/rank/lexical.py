@@ -18,12 +18,12 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ikatkit.rank.base import Ranker
+from ikatkit.rank.base import RankerBase
 
 FIELD = "contents"  # the field ``ikatkit index build`` indexes (and BM25 searches)
 
 
-class TfidfCosine(Ranker):
+class TfidfCosine(RankerBase):
     """``score(pairs)``: the TF-IDF cosine of each ``(query, text)`` pair, document frequencies from ``index``.
 
     Each text's vector is computed once (a conversation's texts are scored again turn after turn)."""

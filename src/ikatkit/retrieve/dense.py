@@ -1,31 +1,27 @@
 """Dense search over an index of ``ikatkit index dense``: queries embedded by the index's model, top k from faiss.
 
 The same interface as :class:`ikatkit.retrieve.bm25.Bm25Searcher` (``batch_search``, ``search``, ``texts``), so
-the ``retrieve``, ``rerank`` and ``respond`` stages take either. Passage texts come from the Lucene index the dense
-index was encoded from (or ``index``) when it stores them, else from the dense index's own text shards
-(:mod:`ikatkit.index.texts`).
+the ``retrieve`` stage takes either. Passage texts come from the Lucene index the dense index was encoded from (or
+``index``) when it stores them, else from the dense index's own text shards (:func:`ikatkit.index.dense.stored_texts`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.index.build import MANIFEST
-from ikatkit.index.lucene import is_lucene_folder, open_index
-from ikatkit.index.texts import LuceneTexts, ShardTexts
-from ikatkit.retrieve.bm25 import Hit
+from ikatkit.index.dense import stored_texts
+from ikatkit.index.job import text_shards
+from ikatkit.index.manifest import DENSE, read_manifest
+from ikatkit.capabilities import Hit
 
 
 def check_dense_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
     """The folder and manifest of a finished dense index, or one clear error."""
     path = Path(path)
-    found = path / MANIFEST
-    manifest = json.loads(found.read_text(encoding="utf-8")) if found.exists() else {}
-    if manifest.get("kind") != "dense" or not (path / "index.faiss").exists():
+    manifest = read_manifest(path) or {}
+    if manifest.get("kind") != DENSE or not (path / "index.faiss").exists():
         raise IkatError("no finished dense index here (manifest.json of kind dense and index.faiss)", path=path,
                         fix="build it with `ikatkit index dense INDEX_OR_COLLECTION --out DIR`")
     return path, manifest
@@ -33,15 +29,17 @@ def check_dense_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
 
 class DenseSearcher:
     """Top-k inner product (cosine) search; ``nprobe`` (IVF) and ``ef_search`` (HNSW) trade speed for recall;
-    queries are embedded by the index's model on PyTorch, faiss and PyTorch on ``threads`` threads."""
+    queries are embedded by the index's model (or ``query_encoder``) on PyTorch, faiss and PyTorch on ``threads``
+    threads; ``index``: the Lucene index whose stored texts are the passages' (default: the one it was encoded
+    from, else its own text shards)."""
 
     def __init__(self, path: str | Path, index: str | Path | None = None, nprobe: int = 32, ef_search: int = 128,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, query_encoder: Any = None) -> None:
         import faiss
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from ikatkit.index.encode import Encoder
+        from ikatkit.index.encode import DenseEncoder
 
         self.path, self.manifest = check_dense_index(path)
         self.faiss = faiss.read_index(str(self.path / "index.faiss"))
@@ -52,19 +50,13 @@ class DenseSearcher:
             parameters.set_index_parameter(self.faiss, "efSearch", ef_search)
         if threads:
             faiss.omp_set_num_threads(threads)
-        shards = sorted((self.path / "texts").glob("*.parquet"))
+        shards = text_shards(self.path / "texts")
         self.ids = pa.chunked_array([pq.read_table(s, columns=["id"]).column("id") for s in shards]).combine_chunks()
         if len(self.ids) != self.faiss.ntotal:
             raise IkatError(f"{len(self.ids)} ids for {self.faiss.ntotal} vectors", path=self.path,
                             fix="rebuild the dense index")
-        self.encoder = Encoder(self.manifest["model"], "torch", threads=threads)
-        lucene = index or self.manifest["source"].get("lucene")
-        store: Any = None
-        if lucene and is_lucene_folder(lucene) and open_index(lucene).text_field is not None:
-            store = LuceneTexts(lucene)
-        self.lucene = Path(lucene) if store is not None else None
-        self._store = store or ShardTexts(shards, self.ids, self.manifest["shard_size"])
-        self._texts: dict[str, str] = {}
+        self.encoder = query_encoder or DenseEncoder(self.manifest["model"], "torch", threads=threads)
+        self.texts = stored_texts(self.path, self.manifest, index)
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
         return self.batch_search({"q": query}, k)["q"]
@@ -80,10 +72,3 @@ class DenseSearcher:
                 ids = self.ids.take(row_ids[kept]).to_pylist()
                 found[qid] = list(zip(ids, row_scores[kept].tolist()))
         return {qid: found.get(qid, []) for qid in queries}
-
-    def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        """Passage texts by id; ids the index lacks are left out."""
-        missing = [pid for pid in dict.fromkeys(ids) if pid not in self._texts]
-        if missing:
-            self._texts.update(self._store.texts(missing))
-        return {pid: self._texts[pid] for pid in ids if pid in self._texts}

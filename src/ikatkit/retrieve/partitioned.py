@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.index.build import MANIFEST
-from ikatkit.retrieve.bm25 import Hit, batch_hits
+from ikatkit.index.manifest import MANIFEST, PARTITIONS, PARTITIONS_FILE, read_manifest
+from ikatkit.capabilities import Hit
+from ikatkit.retrieve.lucene import batch_hits
 
-PARTITIONS = "partitions.json"  # the manifest of a partitioned index (written by `ikatkit index partition`)
 Choice = tuple[int, ...]
 
 
@@ -117,12 +117,13 @@ class PartitionedSearcher:
 def load_manifest(folder: str | Path) -> dict[str, Any]:
     """The partition manifest of ``folder``, checked against its indexes (one clear error if they differ)."""
     folder = Path(folder)
-    path = folder / PARTITIONS
-    if not path.is_file():
-        raise IkatError(f"no partition manifest ({PARTITIONS})", path=folder,
+    path = folder / PARTITIONS_FILE
+    found = read_manifest(folder) if path.is_file() else None
+    if found is None or found["kind"] != PARTITIONS:
+        raise IkatError(f"no partition manifest ({PARTITIONS_FILE})", path=folder,
                         fix="build it with `ikatkit index partition INDEX_OR_COLLECTION --out DIR`")
+    manifest: dict[str, Any] = found
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
         parts = manifest["parts"]
         if len(parts) != manifest["partitions"]:
             raise ValueError(f"{len(parts)} parts listed for {manifest['partitions']} partitions")

@@ -1,14 +1,14 @@
 """Learned sparse (SPLADE) search over a Lucene impact index: ``ikatkit index sparse``'s, or one built by Anserini
 elsewhere (the model then named by the resource).
 
-Queries are encoded by the SPLADE model into quantized term weights (:mod:`ikatkit.index.splade`); the Lucene query
-is the one Anserini's impact searcher builds (``BagOfWordsQueryGenerator.buildQuery(field, {term: weight})``: a
-disjunction of term queries, each boosted by its weight, scored by ``ImpactSimilarity``: weight x the passage's stored
-impact), built in Java from one string (``SparseQuery.java``), so a score is the sum over shared terms of query weight
-x passage weight. It is searched at BM25's Java ceiling: the same top-k collector
-(``TopHits.java``: ties by id, Anserini's score post-processing) on ``threads`` threads for a batch, a query alone
-on a large index in parts on every thread (``ParallelSearch.java``). Without a JDK to compile those helpers, Anserini's
-own ``SimpleImpactSearcher`` searches (the same ranking, slower at large k).
+Queries are encoded by the SPLADE model into quantized term weights (:mod:`ikatkit.index.sparse_encoder`, the query
+encoder injected as Pyserini's ``LuceneImpactSearcher(index, query_encoder)`` takes it, or built from the index's
+manifest); the Lucene query is the one Anserini's impact searcher builds
+(``BagOfWordsQueryGenerator.buildQuery(field, {term: weight})``: a disjunction of term queries, each boosted by its
+weight, scored by ``ImpactSimilarity``: weight x the passage's stored impact), built in Java from one string
+(``SparseQuery.java``), so a score is the sum over shared terms of query weight x passage weight. It is searched by
+the one Lucene top-k searcher (:class:`ikatkit.retrieve.lucene.LuceneTopK`); without a JDK to compile its helpers,
+Anserini's own ``SimpleImpactSearcher`` searches (the same ranking, slower at large k).
 """
 
 from __future__ import annotations
@@ -17,76 +17,80 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ikatkit.capabilities import Hit
 from ikatkit.errors import IkatError
-from ikatkit.index.lucene import BODY_FIELD, open_index, open_reader
-from ikatkit.index.sparse import read_manifest
+from ikatkit.index.lucene import BODY_FIELD, lucene_info
+from ikatkit.index.manifest import SPARSE, wrong_kind
 from ikatkit.index.texts import TextsFunction
-from ikatkit.retrieve.bm25 import PARALLEL_FROM, SPARE, Hit, batch_hits, hits
+from ikatkit.retrieve.lucene import PARALLEL_FROM, LuceneTopK, helper
 
 Vector = Mapping[str, int]
 MAX_TERMS = 32768  # terms a query may have (BERT's vocabulary: 30,522)
 
 
-class SpladeSearcher:
-    """Batch SPLADE search; ``model`` encodes the queries (default: the index manifest's) on ``device`` (default
-    CPU); ``threads`` Java threads search a batch's queries side by side (or one query alone in parts)."""
+class SparseSearcher:
+    """Batch SPLADE search; ``query_encoder`` (a :class:`ikatkit.index.sparse_encoder.SparseEncoder`) encodes the
+    queries, else ``model`` on ``device`` (default: the index manifest's model, on the CPU), loaded on first use; a
+    model other than the manifest's is refused unless ``other_model`` (its vocabulary must be the index's in any
+    case); ``threads`` Java threads search a batch's queries side by side (or one query alone in parts)."""
 
     def __init__(self, path: str | Path, model: str | None = None, threads: int = 2, device: str | None = None,
-                 parallel_from: int = PARALLEL_FROM) -> None:
+                 parallel_from: int = PARALLEL_FROM, query_encoder: Any = None, other_model: bool = False) -> None:
         from ikatkit.java import autoclass
 
-        self.info = open_index(path)
+        self.info = lucene_info(path)
         self.index = self.info.path
-        manifest = read_manifest(self.index)
-        if self.info.own and manifest is None:
-            raise IkatError("this index is not a sparse (impact) index", path=self.index,
-                            fix="build one with `ikatkit index sparse PASSAGES... --out DIR`, or declare this index "
-                                'as kind = "bm25"')
-        self.model: str = model or (manifest or {}).get("model") or ""
+        manifest = self.info.manifest or {}
+        if self.info.own and self.info.kind != SPARSE:
+            raise wrong_kind(self.index, self.info.kind, SPARSE)
+        self.manifest = manifest
+        named = manifest.get("model")
+        self.model: str = (query_encoder.name if query_encoder is not None else model) or named or ""
         if not self.model:
             raise IkatError("an impact index built outside ikatkit names no query encoder", path=self.index,
-                            fix='add model = "<the SPLADE model that encoded it>" to the resource')
+                            fix='add model = "<the SPLADE model that encoded it>" to the resource (--sparse-model)')
+        if named and self.model != named and not other_model:
+            raise IkatError(f"the index was encoded by {named!r}, not by the query model {self.model!r}",
+                            path=self.index, fix=f"leave the model out (the index's {named!r} encodes the queries), "
+                                                 "or ask for another with other_model = true (--allow-other-model)")
         self.threads = threads
         self.device = device
-        self._encoder: Any = None
-        from jnius import JavaException, cast  # only once our JVM runs
-
-        self.reader = cast("org.apache.lucene.index.IndexReader", open_reader(self.index))
+        self._encoder: Any = query_encoder
+        if query_encoder is not None:
+            self._check_vocabulary(query_encoder)
         index_searcher = autoclass("org.apache.lucene.search.IndexSearcher")
         # a query has a clause a term: more than Lucene's default 1024 only from a model far denser than SPLADE's
         index_searcher.setMaxClauseCount(max(index_searcher.getMaxClauseCount(), MAX_TERMS))
-        self.searcher = index_searcher(self.reader)
-        self.searcher.setSimilarity(autoclass("io.anserini.search.similarity.ImpactSimilarity")())
-        try:
-            self.top_hits = autoclass("ikatkit.TopHits") if self.info.id_doc_values is not None else None
-            self.sparse_query = autoclass("ikatkit.SparseQuery")
-        except JavaException:  # no JDK compiled the helpers
-            self.top_hits = None
-        sort_field = autoclass("org.apache.lucene.search.SortField")
-        kind = "STRING" if self.info.id_doc_values == "SORTED" else "STRING_VAL"
-        self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
-            "id", getattr(autoclass("org.apache.lucene.search.SortField$Type"), kind)))
+        self.lucene = LuceneTopK(autoclass("io.anserini.search.similarity.ImpactSimilarity")(), index=self.index,
+                                 id_doc_values=self.info.id_doc_values, threads=threads, parallel_from=parallel_from)
+        self.sparse_query = helper("ikatkit.SparseQuery")
         self.anserini: Any = None
-        if self.top_hits is None:
+        if not self.lucene.fast:
             self.anserini = autoclass("io.anserini.search.SimpleImpactSearcher")(str(self.index))
-        self.parallel = autoclass("ikatkit.ParallelSearch")(self.searcher, threads, 0) if (
-            self.top_hits is not None and threads > 1 and self.reader.maxDoc() >= parallel_from) else None
-        self._texts: TextsFunction | None = None
 
     @property
     def encoder(self) -> Any:
-        """The query encoder (:class:`ikatkit.index.splade.SpladeEncoder`), loaded on first use."""
+        """The query encoder (:class:`ikatkit.index.sparse_encoder.SparseEncoder`), loaded on first use."""
         if self._encoder is None:
-            from ikatkit.index.splade import SpladeEncoder
+            from ikatkit.index.sparse_encoder import SparseEncoder
 
-            self._encoder = SpladeEncoder(self.model, self.device)  # torch's threads are the run's (the pipeline's)
+            self._encoder = self._check_vocabulary(SparseEncoder(self.model, self.device))
         return self._encoder
+
+    def _check_vocabulary(self, encoder: Any) -> Any:
+        vocabulary = self.manifest.get("vocabulary")
+        if vocabulary is not None and len(encoder.terms) != vocabulary:
+            raise IkatError(f"the query model {encoder.name!r} has a vocabulary of {len(encoder.terms)} terms, the "
+                            f"index's {vocabulary}", path=self.index,
+                            fix="encode the queries with the index's model (leave the model out)")
+        return encoder
 
     def query(self, vector: Vector) -> Any:
         """Anserini's Lucene query of a quantized query vector (None when it is empty), built in Java from one
         string (``SparseQuery.java``)."""
         if not vector:
             return None
+        assert self.sparse_query is not None  # the helpers compiled (else Anserini searches: _by_anserini)
         return self.sparse_query.build(BODY_FIELD, "\n".join(f"{term} {weight}" for term, weight in vector.items()))
 
     def search(self, query: str, k: int = 1000) -> list[Hit]:
@@ -103,14 +107,7 @@ class SpladeSearcher:
         """The rankings of already encoded query vectors ``{qid: {term: weight}}``."""
         if self.anserini is not None:
             return {qid: self._by_anserini(vector, k) for qid, vector in vectors.items()}
-        built = {qid: self.query(vector) for qid, vector in vectors.items()}
-        live = [qid for qid, query in built.items() if query is not None]
-        if len(live) == 1 and self.parallel is not None:  # a query alone: searched in parts on every thread
-            return {qid: hits(self.parallel.search(built[qid], k, SPARE, self.sort, "id")) if qid in live else []
-                    for qid in vectors}
-        ranked = dict(zip(live, batch_hits(self.top_hits, self.searcher, [built[qid] for qid in live], k, self.sort,
-                                           self.threads)))
-        return {qid: ranked.get(qid, []) for qid in vectors}
+        return self.lucene.top_k({qid: self.query(vector) for qid, vector in vectors.items()}, k)
 
     def _by_anserini(self, vector: Vector, k: int) -> list[Hit]:
         if not vector:
@@ -125,10 +122,5 @@ class SpladeSearcher:
     @property
     def texts(self) -> TextsFunction:
         """``texts(ids)``: the passages' texts stored in the index (ids it lacks are left out)."""
-        if self._texts is None:
-            from ikatkit.index.texts import LuceneTexts
-
-            self.info.require_texts()
-            self._texts = LuceneTexts(self.index).texts
-        return self._texts
-
+        self.info.require_texts()
+        return self.lucene.texts

@@ -57,12 +57,12 @@ class IdFile:
 
 class LuceneIds:
     """The passages stored in a Lucene index (ids as indexed, ``doc_id:passage_no``), opened as every index is
-    (:func:`ikatkit.index.lucene.open_index`) and looked up by their ``id`` terms."""
+    (:func:`ikatkit.index.lucene.lucene_info`) and looked up by their ``id`` terms."""
 
     def __init__(self, index: str | Path) -> None:
-        from ikatkit.index.lucene import IdLookup, open_index, open_reader
+        from ikatkit.index.lucene import IdLookup, lucene_info, open_reader
 
-        self.index = open_index(index).path
+        self.index = lucene_info(index).path
         self._reader = open_reader(self.index)
         self._lookup = IdLookup(self._reader)
 

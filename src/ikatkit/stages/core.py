@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ikatkit.capabilities import ChatLLM, Ranker, Searcher
+from ikatkit.index.texts import TextsFunction
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import (Placement, Stage, candidate_key, chat, check_mappings, evidence_variables,
                                     prompt_context, query_of, reject, top_text)
@@ -344,9 +345,9 @@ class Rerank(Stage):
     provides = ("reranked",)
     single_list_provides = ("ranking",)
 
-    def __init__(self, ranker: Ranker, searcher: Searcher, k: int | None = None, depth: int | None = None) -> None:
+    def __init__(self, ranker: Ranker, texts: TextsFunction, k: int | None = None, depth: int | None = None) -> None:
         self.check({"k": k, "depth": depth})
-        self.ranker, self.texts, self.k, self.depth = ranker, searcher.texts, k, depth
+        self.ranker, self.texts, self.k, self.depth = ranker, texts, k, depth
 
     @classmethod
     def check(cls, options: dict[str, Any], run_type: str = "automatic") -> None:
@@ -476,10 +477,10 @@ class Respond(Stage):
     ordered = ("query", "context_ids", "ptkb", "sources", "memory")
     provides = ("used", "ptkb_used", "passage_texts", "response")
 
-    def __init__(self, searcher: Searcher, llm: ChatLLM | None = None, task: str = "rtg_response", passages: int = 3,
+    def __init__(self, texts: TextsFunction, llm: ChatLLM | None = None, task: str = "rtg_response", passages: int = 3,
                  ptkb: int = 3, max_words: int = 250, similarity_tokens: bool = False,
                  ptkb_similarity: str = "cosine", passage_similarity: str = "cosine") -> None:
-        self.llm, self.texts, self.task = llm, searcher.texts, task
+        self.llm, self.texts, self.task = llm, texts, task
         self.passages, self.ptkb, self.max_words = passages, ptkb, max_words
         self.similarity = (ptkb_similarity, passage_similarity) if similarity_tokens else None
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ikatkit.capabilities import ChatLLM, Searcher
+from ikatkit.capabilities import ChatLLM
+from ikatkit.index.texts import TextsFunction
 from ikatkit.errors import IkatError
 from ikatkit.pipelines.base import Stage, chat, check_mappings, evidence_variables
 from ikatkit.pipelines.record import TurnRecord
@@ -40,13 +41,13 @@ class RefineEvidence(Stage):
     summary_key = "evidence_refinement"
     provides = ("used", "ptkb_used", "passage_texts", "response", "evidence")
 
-    def __init__(self, llm: ChatLLM, searcher: Searcher, task: str = "rtg_response", alpha: int = 1, rounds: int = 1,
+    def __init__(self, llm: ChatLLM, texts: TextsFunction, task: str = "rtg_response", alpha: int = 1, rounds: int = 1,
                  consistency: str = "embedding", embedding_model: str = "bundled:minilm",
                  ptkb_similarity: str = "cosine", passage_similarity: str = "cosine", similarity_tokens: bool = False,
                  max_words: int = 250) -> None:
         self.check({"task": task, "alpha": alpha, "rounds": rounds, "consistency": consistency,
                     "ptkb_similarity": ptkb_similarity, "passage_similarity": passage_similarity})
-        self.llm, self.texts, self.task, self.alpha, self.rounds = llm, searcher.texts, task, alpha, rounds
+        self.llm, self.texts, self.task, self.alpha, self.rounds = llm, texts, task, alpha, rounds
         self.similarity, self.tokens = (ptkb_similarity, passage_similarity), similarity_tokens
         self.max_words = max_words
         self.embedding_model = embedding_model

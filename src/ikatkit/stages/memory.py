@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from ikatkit.atomic import write_json
-from ikatkit.capabilities import ChatLLM, Searcher
+from ikatkit.capabilities import ChatLLM
+from ikatkit.index.texts import TextsFunction
 from ikatkit.digest import json_digest
 from ikatkit.errors import IkatError
 from ikatkit.llm.base import check_sampling
@@ -144,7 +145,7 @@ class RefineMemory(Stage):
     ordered = ("query",)
     provides = ("memory", "memory_trace")
 
-    def __init__(self, llm: ChatLLM, searcher: Searcher, selector: str = "", k: int = 3, passages: int = 3,
+    def __init__(self, llm: ChatLLM, texts: TextsFunction, selector: str = "", k: int = 3, passages: int = 3,
                  temperature: float = 0.7, top_k: int = 50, top_p: float = 1.0, seed: int = 0,
                  max_new_tokens: int = 96, max_words: int = 100, min_gain: float = 0.0, metric: str = "ROUGE-L",
                  rounds: int = 1, embedding_model: str = "bundled:minilm") -> None:
@@ -152,7 +153,7 @@ class RefineMemory(Stage):
                        max_new_tokens=max_new_tokens, max_words=max_words, min_gain=min_gain, metric=metric,
                        rounds=rounds)
         self.check({**options, "selector": selector or "(training)"})
-        self.llm, self.texts, self.k, self.passages, self.seed = llm, searcher.texts, k, passages, seed
+        self.llm, self.texts, self.k, self.passages, self.seed = llm, texts, k, passages, seed
         self.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "max_new_tokens": max_new_tokens}
         self.max_words, self.min_gain, self.metric, self.rounds = max_words, min_gain, metric, rounds
         self.embedding_model = embedding_model

@@ -1,0 +1,145 @@
+"""What an index folder is, and the searcher and passage texts it builds (as PyTerrier's artifacts say what they are
+and build their retrievers).
+
+:func:`open_index` reads a folder without loading it: ikatkit's own index of any kind (its manifest,
+:mod:`ikatkit.index.manifest`; a Lucene manifest of an earlier version without ``kind`` is a BM25 index), a foreign
+Lucene index (Anserini's or Pyserini's: BM25, or an impact index when searched as learned sparse), or the organizers'
+SPLADE index in naver/splade's HDF5 layout (``array_index.h5py``, ``doc_ids.pkl``). Foreign indexes are read as they
+come and never written. :meth:`IndexFolder.searcher` builds the kind's searcher (the resource table and
+``ikatkit search`` build every searcher here), :meth:`IndexFolder.texts` its passage texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ikatkit.errors import IkatError
+from ikatkit.index.manifest import (BM25, DENSE, DESCRIBED, MANIFEST, PARTITIONS, SPARSE, SPARSE_HDF5, read_manifest,
+                                    wrong_kind)
+from ikatkit.index.texts import TextsFunction
+from ikatkit.suggest import path_fix
+
+ALIASES = {"splade": SPARSE}  # a name users already write for the learned sparse kind
+HDF5_ARRAY = "array_index.h5py"  # the organizers' SPLADE index (ikatkit.index.sparse_hdf5)
+SEARCHED_AS = {BM25: {BM25}, SPARSE: {SPARSE, SPARSE_HDF5}, DENSE: {DENSE}, PARTITIONS: {PARTITIONS}}
+
+
+def _bm25() -> type[Any]:
+    from ikatkit.retrieve.bm25 import Bm25Searcher
+
+    return Bm25Searcher
+
+
+def _dense() -> type[Any]:
+    from ikatkit.retrieve.dense import DenseSearcher
+
+    return DenseSearcher
+
+
+def _sparse() -> type[Any]:
+    from ikatkit.retrieve.sparse import SparseSearcher
+
+    return SparseSearcher
+
+
+def _sparse_hdf5() -> type[Any]:
+    from ikatkit.retrieve.sparse_hdf5 import HDF5SparseSearcher
+
+    return HDF5SparseSearcher
+
+
+def _partitioned() -> type[Any]:
+    from ikatkit.retrieve.partitioned import PartitionedSearcher
+
+    return PartitionedSearcher
+
+
+SEARCHERS: dict[str, Callable[[], type[Any]]] = {BM25: _bm25, DENSE: _dense, SPARSE: _sparse,
+                                                 SPARSE_HDF5: _sparse_hdf5, PARTITIONS: _partitioned}
+
+
+@dataclass(frozen=True)
+class IndexFolder:
+    """An index folder as detected: its ``kind``, and its ``manifest`` (None for a foreign index)."""
+
+    path: Path
+    kind: str
+    manifest: dict[str, Any] | None
+
+    @property
+    def own(self) -> bool:
+        return self.manifest is not None
+
+    def searcher_class(self) -> type[Any]:
+        return SEARCHERS[self.kind]()
+
+    def searcher(self, **options: Any) -> Any:
+        """The kind's searcher over this folder with ``options`` (the searcher's own: ``k1``, ``threads``...; the
+        organizers' SPLADE index takes ``model``, ``device`` and ``max_length`` for its query encoder)."""
+        if self.kind == SPARSE_HDF5:
+            return hdf5_searcher(self.path, **options)
+        return self.searcher_class()(self.path, **options)
+
+    def texts(self, why: str = "passage texts") -> TextsFunction:
+        """``texts(ids)`` of the passages this index stores (ids it lacks are left out); one clear error for an
+        index that stores none (the organizers' SPLADE index: its texts come from a ``texts`` resource)."""
+        from ikatkit.index.texts import LuceneTexts
+
+        if self.kind in (BM25, SPARSE):
+            return LuceneTexts(self.path, why=why).texts
+        if self.kind == DENSE:
+            from ikatkit.index.dense import stored_texts
+
+            assert self.manifest is not None  # a dense index is always ikatkit's own
+            return stored_texts(self.path, self.manifest)
+        if self.kind == PARTITIONS:
+            return self.searcher().texts
+        raise IkatError(f"{DESCRIBED[self.kind]} holds no passage text, needed for {why}", path=self.path,
+                        fix='declare a texts resource ([resources.texts] kind = "texts", index = the organizers\' '
+                            "BM25 index, which stores each passage's raw JSON, or passages = [JSONL files]), or pass "
+                            "--index BM25_INDEX")
+
+
+def hdf5_searcher(path: str | Path, model: str | None = None, device: str = "cpu", threads: int | None = None,
+                  max_length: int | None = None, query_encoder: Any = None) -> Any:
+    """The exact searcher of the organizers' SPLADE index at ``path``; its query encoder ``query_encoder``, else
+    ``model`` (default: the organizers' model) on ``device``, queries cut at ``max_length`` tokens (default: the
+    official baseline's)."""
+    from ikatkit.index.sparse_encoder import DEFAULT_MODEL, SparseEncoder
+
+    searcher = _sparse_hdf5()
+    if query_encoder is None:
+        query_encoder = SparseEncoder(model or DEFAULT_MODEL, device.removeprefix("torch:"))
+    lengths = {} if max_length is None else {"max_length": max_length}
+    return searcher(path, query_encoder, threads=threads, device=device, **lengths)
+
+
+def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:
+    """What ``path`` is: an :class:`IndexFolder` of ikatkit's own kind or a foreign one, without loading it. ``kind``
+    (a resource kind, an alias) says what it is searched as: a foreign Lucene index is then that kind, and a folder of
+    another kind is one clear error naming what it is and how to search it."""
+    folder = Path(path)
+    wanted = ALIASES.get(kind or "", kind)
+    if not folder.is_dir():
+        raise IkatError("no index folder here", path=folder, fix=path_fix(folder, "give the folder of an index"))
+    manifest = read_manifest(folder)
+    if manifest is not None:
+        found = IndexFolder(folder, manifest["kind"], manifest)
+    elif (folder / HDF5_ARRAY).exists():
+        found = IndexFolder(folder, SPARSE_HDF5, None)
+    elif any(folder.glob("segments_*")):
+        found = IndexFolder(folder, SPARSE if wanted == SPARSE else BM25, None)
+    elif (folder / "work.json").exists() or (folder / ".work").exists() or any(folder.glob(".*.building-*")):
+        raise IkatError("no finished index here (an interrupted build?)", path=folder,
+                        fix="run the command that builds it again: it resumes")
+    else:
+        seen = sorted(p.name for p in folder.iterdir())[:5]
+        raise IkatError(f"not an index (no {MANIFEST}, Lucene commit or {HDF5_ARRAY}; found {seen or 'nothing'})",
+                        path=folder, fix="give the folder that holds the index (an unpacked prebuilt index: the "
+                                         "inner folder)")
+    if wanted is not None and found.kind not in SEARCHED_AS.get(wanted, {wanted}):
+        raise wrong_kind(folder, found.kind, wanted)
+    return found
