@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBSTITUTIONS = (('backend = "transformers"\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\nmax_new_tokens = 256',
+SUBSTITUTIONS = (('backend = "transformers"\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\nmax_new_tokens = 256\n'
+                  'device = "cuda"  # an 8B LLM: on a GPU (ikatkit configs lists it; refused on a CPU before anything '
+                  'loads)',
                   'backend = "openai"\nbase_url = "{url}"\nmodel = "smollm2"\nmax_new_tokens = {tokens}'),
                  ('model = "cross-encoder/ms-marco-MiniLM-L-12-v2"', 'model = "{cross_encoder}"'),
                  ('path = "indexes/ikat23-splade"\nmodel = "naver/splade-cocondenser-ensembledistil"',

@@ -56,3 +56,12 @@ def test_configs_command_lists_and_copies(tmp_path, capsys):
         copy_configs(["manual_biencoder"], tmp_path / "mine")
     assert main(["configs", "copy", "nope", str(tmp_path)]) == 2
     assert "no shipped config 'nope'" in capsys.readouterr().err
+
+
+def test_a_config_whose_llm_needs_a_gpu_lists_it():
+    """splade_rr_baseline's Llama 3.1 8B runs on a GPU (its comment, docs/sparse.md): `configs` says so, from the
+    config's own device = "cuda" (as the preflight refuses it on a CPU), and the gpu extra."""
+    entry = next(e for e in catalogue() if e.file == "splade_rr_baseline.toml")
+    assert entry.needs[0] == 'GPU (device = "cuda")' and "gpu" in entry.extras and not entry.offline_cpu
+    gpu = {e.file for e in catalogue() if any(n.startswith("GPU") for n in e.needs)}
+    assert {"splade_rr_baseline.toml", "rtg_llama_zeroshot.toml"} <= gpu
