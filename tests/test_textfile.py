@@ -96,3 +96,17 @@ def test_latin1_qrels_streamed_and_truncated_gzip(ikat2023, trec_run, tmp_path, 
     with pytest.raises(IkatError, match="EOFError: Compressed file ended before the end-of-stream marker was "
                                         "reached — fix: the file is cut short"):
         read_text(cut)
+
+
+def test_query_files_gzipped_or_latin1(passages_index, tmp_path, capsys):
+    from ikatkit.pipelines.queries import read_queries
+
+    packed = tmp_path / "rewrites.tsv.gz"
+    packed.write_bytes(gzip.compress("9-1_1\tcafé near me\r\n9-1_2\tsecond\n".encode()))
+    assert read_queries(packed) == {"9-1_1": "café near me", "9-1_2": "second"}
+    latin = tmp_path / "rewrites.tsv"
+    latin.write_bytes(b"9-1_1\tcaf\xe9\n")
+    assert main(["search", "--index", str(passages_index), "--queries", str(latin), "--out",
+                 str(tmp_path / "s.trec")]) == 2
+    assert capsys.readouterr().err.endswith(f"{latin} (line 1): not UTF-8: byte 0xe9 at byte offset 9 — fix: save it "
+                                            "as UTF-8 (a Latin-1 file: `iconv -f latin1 -t utf-8 FILE > FILE.utf8`)\n")

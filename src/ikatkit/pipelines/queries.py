@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
+from ikatkit.textfile import read_text
 from ikatkit.pipelines.config import RunConfig, with_stages
 
 QUERY_STAGES = ("raw_query", "manual_query", "rewrite")
@@ -48,7 +49,7 @@ def read_queries(path: str | Path) -> dict[str, str]:
 def _query_file(path: Path, size: int, mtime_ns: int) -> QueryFile:
     data = path.read_bytes()
     queries: dict[str, str] = {}
-    with io.StringIO(data.decode("utf-8"), newline=None) as handle:  # universal newlines, as a text file reads
+    with io.StringIO(read_text(path)) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
