@@ -16,8 +16,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                                                 "written")
     p.add_argument("--topics", help="topics: utterances, resolved utterances, PTKBs, titles (TREC runs need them "
                                     "for anything but rankings)")
-    p.add_argument("--qrels", help="passage qrels: grades and per-turn measures (TREC qrels; rubric-based qrels "
-                                   "once evaluate.qrels reads them)")
+    p.add_argument("--qrels", help="passage qrels: grades and per-turn measures; TREC qrels for offline runs, or "
+                                   "2026 rubric-based qrels (rubric_id doc:passage rel, with --rubrics) for "
+                                   "interactive runs: each turn graded by its user's rubric, and the per-user-type "
+                                   "table of `eval --by user-type`; qrels that grade no turn are refused")
     p.add_argument("--ptkb-qrels", help="PTKB qrels: each statement's grade per turn")
     p.add_argument("--measures", nargs="+", help="ir-measures names shown per turn and conversation (default: "
                                                  "nDCG@3 nDCG@5 P(rel=2)@20 R(rel=2)@20)")

@@ -18,13 +18,18 @@ def build_viewer(runs: Sequence[str], out: Path, *, topics: str | None = None, q
     """The viewer of ``runs`` (paths, ``NAME=PATH`` names one) in ``out``; returns its ``index.html``."""
     if out.exists() and not out.is_dir():
         raise IkatError("--out is a file, not a folder", path=out, fix="name a folder for the viewer's pages")
-    from ikatkit.evaluate.qrels import load_qrels
+    from ikatkit.evaluate.qrels import load_qrels, load_rubric_qrels, qrels_columns
     from ikatkit.runs.io import named_path
     from ikatkit.topics import load_topics
 
+    rubric_qrels = qrels is not None and qrels_columns(qrels) == 3  # rubric_id doc:passage rel (2026)
+    if rubric_qrels and not rubrics:
+        raise IkatError("rubric-based qrels (rubric_id doc:passage rel) grade each turn by the rubric its user "
+                        "pursued: they need the rubrics", where="--qrels",
+                        fix="pass --rubrics (rubrics.json, rubrics.csv or the topics file)")
     judgements = Judgements(topics=load_topics(topics) if topics else None,
-                            qrels=load_qrels(qrels) if qrels else None,  # the hook of rubric-based qrels: load_qrels
-                            ptkb_qrels=load_qrels(ptkb_qrels) if ptkb_qrels else None)
+                            qrels=(load_rubric_qrels if rubric_qrels else load_qrels)(qrels) if qrels else None,
+                            ptkb_qrels=load_qrels(ptkb_qrels) if ptkb_qrels else None, rubric_qrels=rubric_qrels)
     if measures:
         from ikatkit.evaluate.measures import parse_measures
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ikatkit.errors import IkatError
 from ikatkit.evaluate.qrels import Qrels
 from ikatkit.runs.model import Run, TurnResult, user_turn_key
 from ikatkit.turn_pages import conversation_of, page_of, turn_number, user_of
@@ -43,6 +44,7 @@ class Judgements:
     judge: str = ""  # the judge's label file
     user_types: dict[str, str] | None = None  # user id -> user type (`--user-types`)
     measures: list[str] = field(default_factory=lambda: list(MEASURES))
+    rubric_qrels: bool = False  # ``qrels`` are rubric-based (2026): rows are rubric ids, a turn graded by its rubric
 
 
 @dataclass
@@ -63,6 +65,8 @@ class RunData:
     per_turn: dict[str, dict[str, float]] = field(default_factory=dict)
     per_page: dict[str, dict[str, float]] = field(default_factory=dict)
     interactive: bool = False
+    judged_as: dict[str, str] = field(default_factory=dict)  # turn key -> the qrels row grading it (qid, rubric id)
+    by_type: Any = None  # the TypeTable of `eval --by user-type` (rubric qrels)
 
 
 def read_run_data(name: str, path: Path, topics: Topics | None) -> RunData:
@@ -124,20 +128,12 @@ def _read_folder(data: RunData) -> None:
 
 
 def score_runs(runs: list[RunData], judgements: Judgements) -> list[str]:
-    """Measures per turn and per page of every run; the columns the overview shows, in order."""
-    from ikatkit.evaluate.evaluate import evaluate
-    from ikatkit.errors import IkatError
-
+    """Measures per turn and per page of every run; the columns the overview shows, in order. Qrels that grade no
+    turn of any run are refused (:func:`_score_turns`, :func:`_score_rubrics`)."""
     columns: list[str] = []
     if judgements.qrels:
         columns += judgements.measures
-        for data in runs:
-            ranking = {k: dict(t.ranking()) for k, t in data.turns.items() if not user_of(k)}
-            try:
-                result = evaluate(ranking, judgements.qrels, judgements.measures)
-            except IkatError:  # the run ranks nothing the qrels judge (an interactive run, closed-book): no values
-                continue
-            data.per_turn = result.per_query
+        (_score_rubrics if judgements.rubric_qrels else _score_turns)(runs, judgements)
     if judgements.rubrics:
         from ikatkit.evaluate.responses.providers.simulator import sim_rubric_scores
 
@@ -163,6 +159,63 @@ def score_runs(runs: list[RunData], judgements: Judgements) -> list[str]:
         for page, by_measure in groups.items():
             data.per_page.setdefault(page, {}).update({m: sum(v) / len(v) for m, v in by_measure.items()})
     return columns
+
+
+def _score_turns(runs: list[RunData], judgements: Judgements) -> None:
+    """Offline runs against turn qrels (ir-measures, as ``ikatkit eval``); an interactive run is refused as eval
+    refuses it (its turn ids count the user's utterances), and so are qrels that judge no turn of the runs."""
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.user_types import offline_qrels_error
+
+    qrels = judgements.qrels
+    assert qrels is not None
+    for data in runs:
+        if data.interactive:
+            raise offline_qrels_error(data.name, qrels)
+        data.judged_as = {key: key for key in data.turns if key in qrels}
+    if not any(data.judged_as for data in runs):
+        turns = sorted({k for data in runs for k in data.turns})
+        raise IkatError(f"the qrels judge none of the runs' turns (qrels: e.g. {', '.join(list(qrels)[:2])}; runs: "
+                        f"e.g. {', '.join(turns[:2])})", where="--qrels",
+                        fix="pass the qrels of the topics the runs answer (their year and conversations)")
+    for data in runs:
+        ranking = {key: dict(data.turns[key].ranking()) for key in data.judged_as}
+        ranking = {key: ranked for key, ranked in ranking.items() if ranked}
+        if ranking:  # a closed-book run ranks nothing: its turns have no values
+            data.per_turn = evaluate(ranking, qrels, judgements.measures).per_query
+
+
+def _score_rubrics(runs: list[RunData], judgements: Judgements) -> None:
+    """Interactive runs against rubric qrels: each turn graded and measured by the rubric its user pursued (the
+    rubric's qrels; 0 where it cites nothing, as eval scores a rubric's turn), and the per-user-type table that
+    ``ikatkit eval --by user-type`` prints (:func:`~ikatkit.evaluate.user_types.evaluate_rubric_run`: the last try
+    stands for a rubric, means over the rubrics reached), per type when every user's type is known. An offline run
+    is refused, and so are qrels that judge no rubric a run's users pursued."""
+    from ikatkit.evaluate.evaluate import evaluate
+    from ikatkit.evaluate.responses.rubrics import rubric_ids
+    from ikatkit.evaluate.user_types import evaluate_rubric_run, rubric_of, type_of
+
+    qrels, rubrics = judgements.qrels, judgements.rubrics
+    assert qrels is not None and rubrics is not None
+    ids = rubric_ids(rubrics)
+    for data in runs:
+        if not data.interactive:
+            raise IkatError(f"run {data.name} is not interactive: rubric qrels grade the turns a simulated user "
+                            "spent on each rubric", where="--qrels",
+                            fix="pass an interactive run (a simulation dump or a released interactive run), or the "
+                                "offline qrels for an offline run")
+        noted = {k: t.user.user_type for k, t in data.turns.items() if t.user is not None and t.user.user_type}
+        typed = all(type_of(key, noted, judgements.user_types) for key in data.turns)
+        data.by_type = evaluate_rubric_run(data.run, qrels, rubrics, judgements.measures,
+                                           user_types=judgements.user_types, by_type=typed)
+        data.judged_as = {key: rid for key, turn in data.turns.items()
+                          if (rid := rubric_of(turn, ids)) is not None and rid in qrels}
+        ranking = {key: dict(data.turns[key].ranking()) for key in data.judged_as}
+        scored = {key: ranked for key, ranked in ranking.items() if ranked}
+        per_query = evaluate(scored, {key: qrels[data.judged_as[key]] for key in scored}, judgements.measures,
+                             fit=False).per_query if scored else {}
+        data.per_turn = {key: {m: per_query.get(key, {}).get(m, 0.0) for m in judgements.measures}
+                         for key in data.judged_as}
 
 
 def pages(runs: list[RunData]) -> list[str]:

@@ -56,9 +56,9 @@ def linked_response(text: str, cites: list[str], anchor: str) -> Any:
 
 def write_viewer(runs: list[RunData], judgements: Judgements, out: Path) -> Path:
     """The viewer of ``runs`` in ``out``: its ``index.html``."""
+    columns = score_runs(runs, judgements)  # refusals (qrels that grade no turn) before anything is written
     out.mkdir(parents=True, exist_ok=True)
     env = _environment()
-    columns = score_runs(runs, judgements)
     all_pages = pages(runs)
     texts = _texts(runs, judgements)
     differ: list[dict[str, Any]] = []
@@ -141,10 +141,11 @@ def _turn(runs: list[RunData], key: str, judgements: Judgements, texts: dict[str
         ranking = passages_of(turn)
         cites = cited(turn)
         anchor = f"r{number}-t{turn_number(key)}"
-        rows = [{"rank": i + 1, **p, "grade": grade_of(qrels, qid, p["id"]), "text": texts.get(p["id"], "")}
+        row = data.judged_as.get(key, "")  # the qrels row grading this turn: its qid, or its user's rubric id
+        rows = [{"rank": i + 1, **p, "grade": grade_of(qrels, row, p["id"]), "text": texts.get(p["id"], "")}
                 for i, p in enumerate(ranking[:TOP])]
         shown = {r["id"] for r in rows}
-        extra = [{"rank": i + 1, **p, "grade": grade_of(qrels, qid, p["id"]), "text": texts.get(p["id"], "")}
+        extra = [{"rank": i + 1, **p, "grade": grade_of(qrels, row, p["id"]), "text": texts.get(p["id"], "")}
                  for i, p in enumerate(ranking) if p["used"] and p["id"] not in shown]
         used = {p.key for r in (turn.responses if turn else []) for p in r.ptkb}
         used_texts = {p.text for r in (turn.responses if turn else []) for p in r.ptkb}
@@ -158,17 +159,18 @@ def _turn(runs: list[RunData], key: str, judgements: Judgements, texts: dict[str
             "response": linked_response(response.text, cites, anchor) if response else "",
             "more_responses": len(turn.responses) - 1 if turn else 0,
             "rows": rows, "cited_below": extra, "count": len(ranking), "judged": qrels is not None,
-            "rest": [[i + TOP + 1, p["id"], round(p["score"], 4), grade_of(qrels, qid, p["id"]), int(p["used"])]
+            "rest": [[i + TOP + 1, p["id"], round(p["score"], 4), grade_of(qrels, row, p["id"]), int(p["used"])]
                      for i, p in enumerate(ranking[TOP:])],
+            "rubric_id": row if judgements.rubric_qrels else None,
             "ptkb": ptkb, "notes": data.notes.get(key, []), "measures": data.per_turn.get(key, {}),
             "fragments": _labels([data], judgements, page, turn_number(key))[0],
-            "relevant": sum((grade_of(qrels, qid, p["id"]) or 0) >= RELEVANT for p in ranking) if qrels else None})
+            "relevant": sum((grade_of(qrels, row, p["id"]) or 0) >= RELEVANT for p in ranking) if qrels else None})
     delta, measure, found = None, None, []
     if len(runs) >= 2:
         a, b = runs[0].per_turn.get(key, {}), runs[1].per_turn.get(key, {})
         measure = next((m for m in judgements.measures if m in a and m in b), None)
         delta = b[measure] - a[measure] if measure else None
-        if qrels and qid in qrels:
+        if qrels and qid in qrels and not judgements.rubric_qrels:
             sets = [{p["id"] for p in passages_of(r.turns.get(key))} for r in runs[:2]]
             relevant = {pid for pid, g in qrels[qid].items() if g >= RELEVANT}
             found = [sorted(relevant & sets[0] - sets[1]), sorted(relevant & sets[1] - sets[0])]
