@@ -204,6 +204,10 @@ class HDF5SparseIndex:
                                 fix=FIX_ARCHIVE) from None
         return self._loaded[prefix, term]
 
+    def in_place(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is a view of the mapped file (``words``/``floats``), not a list read into memory."""
+        return self.words.ctypes.data <= array.ctypes.data < self.words.ctypes.data + self.words.nbytes
+
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, weights)`` of ``term`` (int32 ascending, float32), empty when it has no list."""
         rows = self._rows.get(term)
@@ -234,7 +238,7 @@ class HDF5SparseIndex:
     def stats(self) -> dict[str, Any]:
         """Counts: rows (named by the postings), ids (in doc_ids.pkl), terms with a list, postings, dim."""
         postings = sum(len(rows) for rows in self._rows.values())
-        mapped = sum(1 for rows in self._rows.values() if rows.base is not None and len(rows))
+        mapped = sum(1 for rows in self._rows.values() if len(rows) and self.in_place(rows))
         return {"kind": "splade-hdf5", "folder": str(self.folder), "rows": self.count, "ids": len(self.passage_ids),
                 "terms": len(self.terms), "largest_term": self.vocabulary - 1, "dim": self.dim, "postings": postings,
                 "postings_per_row": round(postings / max(1, self.count), 2), "lists_mapped_in_place": mapped,
@@ -273,7 +277,8 @@ class HDF5SparseIndex:
                 report.problems.append(f"{DIST} disagrees with {ARRAY} on {len(wrong)} terms, e.g. "
                                        + ", ".join(f"{t}: {dist.get(t, 0)} vs {lengths.get(t, 0)}"
                                                    for t in wrong[:EXAMPLES]))
-        bad: dict[str, list[int]] = {"rows not strictly ascending": [], "rows out of range": [], "weights not positive and finite": []}
+        bad: dict[str, list[int]] = {"rows not strictly ascending": [], "rows out of range": [],
+                                     "weights not positive and finite": []}
         for term in self.terms.tolist():
             order, outside, weights = _kernels().check_list(*self.postings(term), self.count)
             for kind, failed in zip(bad, (order, outside, weights)):

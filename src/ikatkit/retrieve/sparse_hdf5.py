@@ -132,14 +132,12 @@ def _located(index: HDF5SparseIndex, lists: list[tuple[np.ndarray, np.ndarray]]
     """``(words, floats, starts)`` for the kernel: the mapped file's int32 and float32 views and each list's start
     in them, or, when a list was read through h5py (chunked, compressed), all the lists copied into one pool."""
     words, floats = index.words, index.floats
-    base, end = words.ctypes.data, words.ctypes.data + words.nbytes
     starts = np.zeros((len(lists), 2), dtype=np.int64)
     for i, pair in enumerate(lists):
         for j, array in enumerate(pair):
-            at = array.ctypes.data
-            if not (len(array) == 0 or base <= at < end):
+            if len(array) and not index.in_place(array):
                 return _pooled(lists)
-            starts[i, j] = (at - base) // 4 if len(array) else 0
+            starts[i, j] = (array.ctypes.data - words.ctypes.data) // 4 if len(array) else 0
     return words, floats, starts
 
 
