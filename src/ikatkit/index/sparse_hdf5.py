@@ -167,7 +167,9 @@ class HDF5SparseIndex:
         self.words = np.asarray(np.memmap(self.path, dtype=np.int32, mode="r", shape=(size // 4,)))
         self.floats = self.words.view(np.float32)
         self._loaded: dict[tuple[str, int], np.ndarray] = {}
-        self._rows = {t: self._list(ROWS, t, np.int32) for t in terms}
+        sample = [terms[0], terms[-1]] if terms else []
+        same = all(self._file[f"{ROWS}{t}"].dtype == np.dtype("<i4") for t in sample)
+        self._rows = {t: self._mapped_rows(t) if same else self._list(ROWS, t, np.int32) for t in terms}
         self._values: dict[int, np.ndarray] = {}
         self.passage_ids = PassageIds(self.folder / IDS)
         self.count = len(self.passage_ids)
@@ -176,6 +178,21 @@ class HDF5SparseIndex:
             raise IkatError(f"holds {self.count} passage ids but the postings of {ARRAY} name {named} rows",
                             path=self.folder / IDS, fix=f"{IDS} and {ARRAY} must come from the same index: "
                             + FIX_ARCHIVE)
+
+    def _mapped_rows(self, term: int) -> np.ndarray:
+        """The rows of ``term`` from the dataset's offset and size alone (a third of h5py's cost a dataset: 30,522
+        of them at every open), int32 as the first and last list are; :meth:`postings` checks each list fully
+        before a search reads it."""
+        import h5py
+
+        dataset = h5py.h5d.open(self._file.id, f"{ROWS}{term}".encode())
+        offset = dataset.get_offset()
+        if offset is None or offset % 4:
+            return self._list(ROWS, term, np.int32)
+        start, n = offset // 4, dataset.get_storage_size() // 4
+        if start + n > len(self.words):
+            raise IkatError(f"dataset {ROWS}{term} lies past the file's end", path=self.path, fix=FIX_ARCHIVE)
+        return self.words[start:start + n]
 
     def _list(self, prefix: str, term: int, dtype: type) -> np.ndarray:
         """A dataset as a 1-D array: a view of the mapped file when contiguous, uncompressed, of ``dtype`` and
@@ -214,6 +231,7 @@ class HDF5SparseIndex:
         if rows is None:
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
         if term not in self._values:
+            self._rows[term] = rows = self._list(ROWS, term, np.int32)
             values = self._list(VALUES, term, np.float32)
             if len(values) != len(rows):
                 raise IkatError(f"{VALUES}{term} has {len(values)} weights for {len(rows)} rows", path=self.path,
