@@ -308,11 +308,11 @@ def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages
 
     with pytest.raises(KeyboardInterrupt):
         build_dense([subset], out, shard_size=20, dtype="bfloat16", progress=stop)
-    with pytest.raises(IkatError, match="started in dtype bfloat16, not float32 — fix: run it again with --dtype "
+    with pytest.raises(IkatError, match="started with --dtype bfloat16, not auto — fix: run it again with --dtype "
                                         "bfloat16"):
         build_dense([subset], out, shard_size=20)
     manifest = build_dense([subset], out, shard_size=20, dtype="bfloat16")
-    assert manifest["placement"] == {"device": "cpu", "dtype": "bfloat16", "tolerance": 5e-2}
+    assert manifest["placement"] == {"device": "cpu", "dtype": "bfloat16", "tolerance": 5e-2, "batch_size": 32}
     assert manifest["backend"] == "torch" and manifest["counts"] == {"passages": 40, "shards": 2}
     ids, vectors = _stored(out)
     texts = _passages(subset)
@@ -330,13 +330,13 @@ def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages
 
 
 def test_a_job_begun_before_the_dtype_was_recorded_is_refused_without_naming_a_dtype(tmp_path):
-    """A work.json written before its kind recorded a placement (sparse indexes before `--dtype`) differs in the
-    placement: refused as other settings, not as "started in dtype None"."""
-    from ikatkit.index.dense import claim_work
+    """A work.json written before its kind recorded a dtype (sparse indexes before `--dtype`) differs in the dtype:
+    refused as other settings, not as "started with --dtype None"."""
+    from ikatkit.index.job import claim_work
 
     claim_work(tmp_path, {"model": "m", "batch_size": 8}, "sparse index")
     with pytest.raises(IkatError) as refused:
-        claim_work(tmp_path, {"model": "m", "batch_size": 8, "placement": {"device": "cpu", "dtype": "float32"}},
-                   "sparse index", {"batch_size": "--batch-size"})
+        claim_work(tmp_path, {"model": "m", "batch_size": 8, "dtype": "auto"}, "sparse index",
+                   {"batch_size": "--batch-size", "dtype": "--dtype"})
     assert refused.value.message == ("an unfinished sparse index here was started from other inputs or settings "
-                                     "(placement)")
+                                     "(dtype)")

@@ -45,18 +45,6 @@ def test_placement_from_a_machine_record():
         decide("llm", CPU, "half")
 
 
-def test_a_ray_jobs_bfloat16_is_kept_where_the_driver_sees_no_gpu():
-    """`index dense/sparse --dtype bfloat16` on a Ray cluster with GPUs, from a driver without CUDA: the actors' dtype
-    stays bfloat16 (it was turned into float16 for want of a GPU here); without GPUs, the CPU's."""
-    from ikatkit.placement import ray_machine
-
-    if _cuda():
-        pytest.skip("CUDA is here: the driver reads its own GPU")
-    assert ray_machine(0) == CPU
-    assert decide("splade", ray_machine(2), "bfloat16") == Placement("cuda", "bfloat16", 5e-2)
-    assert decide("encoder", ray_machine(2)) == Placement("cuda", "float16", 1e-2)
-
-
 def test_bi_encoder_caches_keep_devices_and_dtypes_apart(tmp_path):
     """The embedding cache's name covers device and dtype: a GPU's or a bfloat16 cache is never a CPU one."""
     from ikatkit.rank.biencoder import BiEncoder

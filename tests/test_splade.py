@@ -303,12 +303,12 @@ def test_batch_size_and_dtype_are_fingerprinted_and_bfloat16_is_near_float32(sub
                                      "folder") and "Traceback" not in said
     assert main([*args, "--batch-size", "1"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"ikatkit: error: {out}: an unfinished sparse index here was started in dtype bfloat16, not float32 — fix: "
+        f"ikatkit: error: {out}: an unfinished sparse index here was started with --dtype bfloat16, not auto — fix: "
         "run it again with --dtype bfloat16, or remove the folder")
     assert main([*args, "--batch-size", "1", "--dtype", "bfloat16"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["parameters"]["batch_size"], manifest["counts"]["passages"]) == (1, 10)
-    assert manifest["placement"] == {"device": "cpu", "dtype": "bfloat16", "tolerance": 5e-2}
+    assert manifest["placement"] == {"device": "cpu", "dtype": "bfloat16", "tolerance": 5e-2, "batch_size": 1}
     near, exact = _vectors(out), _vectors(sparse_index)
     assert list(near) == list(exact)[:10]
     jaccard = [len(set(near[p]) & set(exact[p])) / len(set(near[p]) | set(exact[p])) for p in near]
@@ -426,10 +426,49 @@ def test_missing_model_and_wrong_index_are_one_clear_error(passages_index, spars
     assert "hf download naver/splade-cocondenser-ensembledistil" in (err.value.fix or "")
     with pytest.raises(IkatError, match="names its index folder"):
         resource("s", {"kind": "splade", "model": "x"})
-    with pytest.raises(IkatError, match="not a sparse"):
+    with pytest.raises(IkatError, match="this is a Lucene BM25 index, not a learned sparse") as err:
         SparseSearcher(passages_index)
-    with pytest.raises(IkatError, match="SPLADE impact index"):
+    assert "`ikatkit search --index DIR`" in (err.value.fix or "") and 'kind = "bm25"' in (err.value.fix or "")
+    with pytest.raises(IkatError, match="this is a learned sparse .SPLADE. impact index, not a Lucene BM25"):
         Bm25Searcher(sparse_index)
+
+
+def test_a_query_model_other_than_the_index_s_is_refused_unless_asked_for(sparse_index, models, tmp_path, capsys):
+    """A checkpoint without a masked-LM head is no SPLADE model (transformers would fill the head with random weights
+    and the run would look normal); another SPLADE model than the manifest's is refused unless asked for, and then
+    the run says which model encoded the queries; one of another vocabulary is refused in any case (issue 69)."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from ikatkit.cli import main
+    from ikatkit.models import resolve_model
+
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tvegetarian protein for a marathon\n", encoding="utf-8")
+    other = random_splade(models / "bert-1-layer-32", layers=1, hidden=32)
+    small = tmp_path / "small-vocabulary"
+    BertForMaskedLM(BertConfig(vocab_size=1000, num_hidden_layers=1, hidden_size=32, num_attention_heads=1,
+                               intermediate_size=64)).save_pretrained(small)
+    AutoTokenizer.from_pretrained(resolve_model("bundled:minilm")).save_pretrained(small)
+
+    def search(*options: str) -> tuple[int, str, str]:
+        code = main(["search", "--sparse", str(sparse_index), "--queries", str(queries), "--k", "5",
+                     "--out", str(tmp_path / "run.trec"), *options])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, _, err = search("--sparse-model", str(other))
+    assert code == 2 and "not by the query model" in err and "--allow-other-model" in err and "Traceback" not in err
+    code, _, err = search("--sparse-model", "bundled:minilm", "--allow-other-model")
+    assert code == 2 and "has no masked-LM head" in err and "not a SPLADE model" in err
+    assert not (tmp_path / "run.trec").exists()
+    code, _, err = search("--sparse-model", str(small), "--allow-other-model")
+    assert code == 2 and "vocabulary of 1000 terms, the index's 30522" in err
+    code, out, _ = search("--sparse-model", str(other), "--allow-other-model")
+    assert code == 0 and f"(queries encoded by {other})" in out
+    code, out, err = search()
+    manifest = json.loads((sparse_index / "manifest.json").read_text(encoding="utf-8"))
+    assert code == 0 and f"(queries encoded by {manifest['model']})" in out
+    assert f"opening {sparse_index} (splade)" in err and "searching 1 queries (k=5) with splade" in err
 
 
 def test_the_baseline_config_runs_and_validates(sparse_index, passages_index, ikat2023, tmp_path):
@@ -447,7 +486,8 @@ def test_the_baseline_config_runs_and_validates(sparse_index, passages_index, ik
     cross_encoder = tmp_path / "cross-encoder"
     CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(cross_encoder))
     text = (ROOT / "configs" / "splade_rr_baseline.toml").read_text(encoding="utf-8")
-    for shipped, here in (('model = "meta-llama/Llama-3.1-8B-Instruct"\nmax_new_tokens = 256',
+    for shipped, here in (('model = "meta-llama/Llama-3.1-8B-Instruct"\nmax_new_tokens = 256\ndevice = "cuda"  # an 8B '
+                           'LLM: on a GPU (ikatkit configs lists it; refused on a CPU before anything loads)',
                            'model = "bundled:smollm2"\nmax_new_tokens = 24'),
                           ('model = "cross-encoder/ms-marco-MiniLM-L-12-v2"', f'model = "{cross_encoder}"'),
                           ('path = "indexes/ikat23-splade"\nmodel = "naver/splade-cocondenser-ensembledistil"',

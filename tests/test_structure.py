@@ -178,6 +178,81 @@ def test_no_module_imports_a_private_name_of_another():
     assert found == []
 
 
+# --- issue 67: the index wing on one foundation ---------------------------------------------------------------------
+
+INDEX_KINDS = {  # an index kind: its index module(s) and its searcher (the encoders are shared: index/encode.py,
+    # index/sparse_encoder.py; the job, manifest and Lucene modules are the foundation)
+    "bm25": {"ikatkit.index.build", "ikatkit.retrieve.bm25"},
+    "dense": {"ikatkit.index.dense", "ikatkit.retrieve.dense"},
+    "sparse": {"ikatkit.index.sparse", "ikatkit.retrieve.sparse"},
+    "partitions": {"ikatkit.partition.build", "ikatkit.retrieve.partitioned"},  # its parts: BM25 indexes
+    "sparse-hdf5": {"ikatkit.index.sparse_hdf5", "ikatkit.retrieve.sparse_hdf5"},
+}
+FOUNDATION = ("ikatkit.index.job", "ikatkit.index.manifest", "ikatkit.index.lucene", "ikatkit.retrieve.lucene",
+              "ikatkit.index.texts", "ikatkit.placement")
+
+
+def test_no_index_kind_imports_another():
+    """A kind's index module and searcher import the foundation and the shared encoders, never another kind's
+    modules (only ``ikatkit/artifact.py``, the table of kinds, names them all); the foundation imports no kind."""
+    graph = import_graph()
+    every = set().union(*INDEX_KINDS.values())
+    for kind, modules in INDEX_KINDS.items():
+        assert modules <= set(graph), kind
+        allowed = modules | ({"ikatkit.index.build"} if kind == "partitions" else set())  # builds its BM25 parts
+        for module in modules:
+            assert not graph[module] & (every - allowed), (module, graph[module] & (every - allowed))
+    for module in FOUNDATION:
+        assert not graph[module] & every, (module, graph[module] & every)
+    searchers = {module for module in every if module.startswith("ikatkit.retrieve.")}
+    assert len(searchers) == len(INDEX_KINDS) and searchers <= graph["ikatkit.artifact"]  # the table of kinds
+
+
+def _calls(name: str, on: str | None = None) -> list[str]:
+    """Where src calls ``name`` (a function or class, by its last dotted part; ``on``: only as ``on.name``)."""
+    found = []
+    for path in (SRC / "ikatkit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                owner = getattr(func.value, "id", None) if isinstance(func, ast.Attribute) else None
+                if called == name and on in (None, owner):
+                    found.append(str(path.relative_to(SRC / "ikatkit")))
+    return found
+
+
+def test_only_the_encoder_base_sets_torch_threads():
+    """PyTorch's threads are set for a model's call and restored (``placement.torch_threads``), never process-wide
+    by a module of its own."""
+    assert set(_calls("set_num_threads", "torch")) == {"placement.py"}
+
+
+def test_searchers_are_built_only_by_open_index():
+    """The resource table, ``ikatkit search`` and every other caller build searchers through
+    ``ikatkit.artifact.open_index``; the searcher classes are named in src nowhere else."""
+    from ikatkit.artifact import SEARCHERS
+
+    classes = {cls.__name__ for cls in (found() for found in SEARCHERS.values())}
+    assert classes == {"Bm25Searcher", "DenseSearcher", "SparseSearcher", "HDF5SparseSearcher", "PartitionedSearcher"}
+    for name in classes:
+        assert set(_calls(name)) <= {"artifact.py"}, (name, _calls(name))
+
+
+def test_one_definition_of_each_capability_and_one_placement_class():
+    """``Hit``, ``Ranker`` and ``Encoder`` are defined once (``capabilities.py``); ``Placement`` names one class."""
+    defined: dict[str, list[str]] = {}
+    for path in (SRC / "ikatkit").rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else [
+                t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
+            for name in names:
+                defined.setdefault(name, []).append(str(path.relative_to(SRC / "ikatkit")))
+    for name in ("Hit", "Ranker", "Encoder"):
+        assert defined[name] == ["capabilities.py"], (name, defined[name])
+    assert defined["Placement"] == ["placement.py"]
+
+
 # --- the registry ---------------------------------------------------------------------------------------------------
 
 def test_the_registry_lists_every_stage_with_its_declared_fields(capsys):
@@ -341,6 +416,8 @@ def build(name: str, kit: dict[str, Any]) -> Stage:
     for param in ("llm", "ranker", "searcher"):
         if param in accepted:
             options[param] = kit["partitions"] if name == "select_partition" and param == "searcher" else kit[param]
+    if "texts" in accepted:  # the passage texts of the kit's BM25 index
+        options["texts"] = kit["searcher"].texts
     for param, key in (("path", "queries"), ("selector", "selector")):
         if param in accepted:
             options[param] = kit[key]
@@ -517,7 +594,7 @@ def test_every_resource_kind_has_a_check_and_a_factory():
     from ikatkit.pipelines.resources import KINDS, PARAM_KINDS, resource
 
     assert set(KINDS) == {k for kinds in PARAM_KINDS.values() for k in kinds}
-    assert list(KINDS) == ["llm", "bi-encoder", "cross-encoder", "bm25", "dense", "splade", "partitioned-bm25"]
+    assert list(KINDS) == ["llm", "bi-encoder", "cross-encoder", "bm25", "dense", "sparse", "partitioned-bm25", "texts"]
     for kind in KINDS.values():
         assert callable(kind.check) and callable(kind.build)
     with pytest.raises(IkatError, match="unknown option"):

@@ -49,6 +49,18 @@ class Searcher(Protocol):
     def texts(self) -> Callable[[Sequence[str]], dict[str, str]]: ...
 
 
+EXPANDS_PTKB = {"Bm25Searcher": True, "PartitionedSearcher": True, "DenseSearcher": False, "SparseSearcher": False,
+                "HDF5SparseSearcher": False}
+"""Whether the ``retrieve`` stage appends the PTKB statements to a searcher's queries by default (its
+``expand_ptkb`` unset): BM25 matches their words, as the UvA runs expand; dense and learned sparse encoders are
+trained on short queries and search the query alone (the official SPLADE baseline's)."""
+
+
+def expands_ptkb(searcher: Searcher) -> bool:
+    """The PTKB expansion default of ``searcher`` (:data:`EXPANDS_PTKB` by its class; another searcher: True)."""
+    return EXPANDS_PTKB.get(type(searcher).__name__, True)
+
+
 @runtime_checkable
 class TextSearcher(Searcher, Protocol):
     """A searcher that also searches one query at a time (BM25, dense)."""

@@ -14,7 +14,7 @@ from ikatkit.collection.readers import FORMATS
 from ikatkit.collection.segment import SPLITTERS
 from ikatkit.commands import default, index_verify
 from ikatkit.index.build import build_index
-from ikatkit.index.manifest import MANIFEST
+from ikatkit.index.manifest import MANIFEST, read_manifest
 from ikatkit.index.dense import build_dense
 from ikatkit.index.encode import BACKENDS
 from ikatkit.index.indexing import SEGMENTERS
@@ -33,7 +33,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     isub = p.add_subparsers(dest="index_command", required=True)
     b = isub.add_parser("build", help="index a collection (ClueWeb22 records are segmented the iKAT way)")
     b.add_argument("inputs", nargs="+", help="collection files or folders")
-    b.add_argument("--out", required=True, help="index folder (re-running on a finished index does nothing)")
+    b.add_argument("--out", required=True, help="index folder (re-running on a finished index of the same inputs does "
+                                                "nothing; other inputs are refused unless --rebuild)")
+    b.add_argument("--rebuild", action="store_true",
+                   help="replace a finished index of other inputs in --out (the old one stays until the new is built)")
     b.add_argument("--format", default="auto", choices=["auto", *FORMATS],
                    help="auto detects it from the first record: clueweb22 (raw records, segmented), jsonl (id, "
                         "contents), provenance (the organizers' doc_id, passage_id, passage_text), trecweb, car, "
@@ -153,7 +156,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                             pattern=args.pattern, fmt=args.format, splitter=args.splitter, model=args.model,
                             threads=args.threads)
         elif args.index_command == "stats":
-            print(json.dumps(lookup.stats(args.index), indent=2))
+            print(json.dumps(_stats(args.index), indent=2))
         else:
             text = lookup.doc(args.index, args.pid)
             if text is None:
@@ -165,9 +168,28 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _stats(index: str) -> dict[str, Any]:
+    """What ``index stats`` prints: a Lucene index's manifest (own index) and what Lucene reports (documents, fields
+    stored, positions, doc vectors); a dense or partitioned index's manifest; the organizers' SPLADE index's counts
+    (rows, ids, terms, postings), read from its files."""
+    from ikatkit.artifact import open_index
+    from ikatkit.index import lookup
+    from ikatkit.index.manifest import DENSE, PARTITIONS, SPARSE_HDF5
+
+    folder = open_index(index)
+    if folder.kind == SPARSE_HDF5:
+        from ikatkit.index.sparse_hdf5 import open_hdf5_index
+
+        return open_hdf5_index(folder.path).stats()
+    if folder.kind in (DENSE, PARTITIONS):
+        assert folder.manifest is not None  # ikatkit's own kinds
+        return folder.manifest
+    return lookup.stats(index)
+
+
 def _build(args: argparse.Namespace) -> None:
     """``index build``: progress on stderr (a bar on a terminal, a line every 30 s in a log), then a summary."""
-    built = (Path(args.out) / MANIFEST).exists()
+    before = read_manifest(args.out) if Path(args.out).is_dir() else None
     bars: dict[str, Progress] = {}
     with ExitStack() as stack:
 
@@ -177,8 +199,10 @@ def _build(args: argparse.Namespace) -> None:
             bars[what].moveto(done)
 
         manifest = build_index(args.inputs, args.out, fmt=args.format, threads=args.threads, shards=args.shards,
-                               splitter=args.splitter, heap=args.heap, segmenter=args.segmenter, progress=progress)
+                               splitter=args.splitter, heap=args.heap, segmenter=args.segmenter, progress=progress,
+                               rebuild=args.rebuild)
     counts = manifest["counts"]
+    built = before is not None and before.get("built") == manifest["built"]
     print(f"{'already built: ' if built else 'indexed '}{counts['passages']} passages of {counts['documents']} "
           f"documents ({counts['skipped']} input records skipped) in {manifest['seconds']} s -> {args.out}")
     problems = manifest["skipped_examples"]

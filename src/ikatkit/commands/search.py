@@ -4,7 +4,8 @@ stages use (:mod:`ikatkit.retrieve.search`, :mod:`ikatkit.rank.rerank`, :func:`i
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import sys
+from typing import Any
 
 from ikatkit.commands import default
 from ikatkit.commands.ptkb_classifier import DEFAULT_MODEL
@@ -17,9 +18,6 @@ from ikatkit.retrieve.fusion import METHODS
 from ikatkit.retrieve.search import search
 from ikatkit.retrieve.sparse import SparseSearcher
 from ikatkit.topics import QUERY_KINDS
-
-if TYPE_CHECKING:
-    from ikatkit.retrieve.dense import DenseSearcher
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -44,9 +42,16 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", help="Lucene index (BM25)")
     p.add_argument("--dense", help="dense index of `ikatkit index dense`; with --index or --sparse: hybrid, fused by "
                                    "--fusion")
-    p.add_argument("--sparse", help="SPLADE impact index of `ikatkit index sparse` (or Anserini's, with "
-                                    "--sparse-model); with --index or --dense: hybrid, fused by --fusion")
-    p.add_argument("--sparse-model", help="--sparse's query encoder (default: the index manifest's model)")
+    p.add_argument("--sparse", help="learned sparse index: `ikatkit index sparse`'s, Anserini's impact index (with "
+                                    "--sparse-model) or the organizers' SPLADE index (array_index.h5py, doc_ids.pkl); "
+                                    "with --index or --dense: hybrid, fused by --fusion")
+    p.add_argument("--sparse-model", help="--sparse's query encoder (default: the index manifest's model; for the "
+                                          "organizers' index, naver/splade-cocondenser-ensembledistil, which must be "
+                                          "in the local Hugging Face cache)")
+    p.add_argument("--allow-other-model", action="store_true",
+                   help="let --sparse-model differ from the model the index manifest names (refused otherwise)")
+    p.add_argument("--sparse-max-length", type=int,
+                   help="query tokens the organizers' SPLADE index encodes (default: the official baseline's)")
     p.add_argument("--device", help="where --sparse encodes the queries (default: the CPU), e.g. cuda")
     p.add_argument("--threads", type=int, default=default(SparseSearcher, "threads"),
                    help="Java threads of the --sparse search (default %(default)s)")
@@ -80,24 +85,59 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
                                                      "several (hybrid)")
         weights = _fusion_weights(args)
         queries = queries_for(args.queries, args.topics)
-        searchers: list[Bm25Searcher | DenseSearcher | SparseSearcher] = (
-            [Bm25Searcher(args.index, args.k1, args.b, rm3={} if args.rm3 else None)] if args.index else [])
-        if args.dense:
-            from ikatkit.retrieve.dense import DenseSearcher
-
-            searchers.append(DenseSearcher(args.dense, args.index))
-        if args.sparse:
-            searchers.append(SparseSearcher(args.sparse, args.sparse_model, args.threads, args.device))
-        found = search_all(searchers, queries, args.k)
+        searchers = _searchers(args)
+        print(f"searching {len(queries)} queries (k={args.k}) with {', '.join(n for n, _ in searchers)}",
+              file=sys.stderr, flush=True)
+        found = search_all([searcher for _, searcher in searchers], queries, args.k)
         hits = found[0] if len(found) == 1 else fuse_per_query(found, args.fusion, args.k, weights)
         run_type = args.run_type or ("manual" if args.queries == "manual" else "automatic")
-        name = args.run_name or "+".join(kind for kind, path in (("bm25", args.index), ("dense", args.dense),
-                                                                  ("splade", args.sparse)) if path)
+        name = args.run_name or "+".join(kind for kind, _ in searchers)
         write_run(ranking_run(name, run_type, hits), args.out, "trec")
-        print(f"wrote {sum(map(len, hits.values()))} hits for {len(queries)} queries to {args.out}")
+        sparse = next((found for kind, found in searchers if kind == "splade"), None)
+        said = f" (queries encoded by {sparse.encoder.name})" if sparse is not None else ""
+        print(f"wrote {sum(map(len, hits.values()))} hits for {len(queries)} queries to {args.out}{said}")
         return 0
 
     p.set_defaults(func=run)
+
+
+def _searchers(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """``(name, searcher)`` of each index searched (BM25, dense, learned sparse, in that order), each opened by
+    :func:`ikatkit.artifact.open_index` as the kind it is searched as; a line on stderr as each opens."""
+    from ikatkit.artifact import open_index
+
+    wanted = [("bm25", args.index, {"k1": args.k1, "b": args.b, "rm3": {} if args.rm3 else None}),
+              ("dense", args.dense, {"index": args.index}),
+              ("splade", args.sparse, _sparse_options(args))]
+    opened = []
+    for name, path, options in wanted:
+        if path:
+            folder = open_index(path, "sparse" if name == "splade" else name)
+            print(f"opening {folder.path} ({name})", file=sys.stderr, flush=True)
+            opened.append((name, folder.searcher(**options)))
+    return opened
+
+
+def _sparse_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The learned sparse searcher's options: the query model, where it runs, threads (and, for the organizers' SPLADE
+    index, the query length)."""
+    from ikatkit.artifact import open_index
+    from ikatkit.index.manifest import SPARSE_HDF5
+
+    if not args.sparse:
+        return {}
+    if open_index(args.sparse, "sparse").kind == SPARSE_HDF5:
+        if args.allow_other_model:
+            raise IkatError("--allow-other-model is for indexes whose manifest names a model",
+                            where="--allow-other-model",
+                            fix="leave it out: --sparse-model sets the organizers' index's query model")
+        return {"model": args.sparse_model, "threads": args.threads, "device": args.device or "cpu",
+                **({"max_length": args.sparse_max_length} if args.sparse_max_length else {})}
+    if args.sparse_max_length:
+        raise IkatError("--sparse-max-length is for the organizers' SPLADE index", where="--sparse-max-length",
+                        fix="leave it out: an impact index's queries are cut as its encoder cuts them")
+    return {"model": args.sparse_model, "threads": args.threads, "device": args.device,
+            "other_model": args.allow_other_model}
 
 
 def _fusion_weights(args: argparse.Namespace) -> list[float] | None:

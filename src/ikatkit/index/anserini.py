@@ -23,6 +23,11 @@ _INDEXED = re.compile(r"indexed:\s+([\d,]+)")
 _BAD_RECORD = re.compile(r"^ikatkit bad record: (.+)\t(\d+)\t(.+)$", re.MULTILINE)  # ImpactIndexer.BAD_RECORD
 
 
+def default_threads() -> int:
+    """Anserini's indexing threads unless told: the cores this process may use, at most 8."""
+    return max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
 class Anserini:
     """Anserini's IndexCollection over the JSONL shards in ``shards`` (files or named pipes), in a subprocess.
 

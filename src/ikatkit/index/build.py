@@ -22,6 +22,7 @@ from typing import Any
 from ikatkit.collection.readers import detect_format, input_files
 from ikatkit.collection.segment import resolve_splitter
 from ikatkit.errors import IkatError
+from ikatkit.index.anserini import default_threads
 from ikatkit.index.indexing import OnProgress, index_in_java, index_in_python, quiet, segment_in_java, total
 from ikatkit.index.manifest import BM25, MANIFEST, finished, write_manifest
 from ikatkit.java import anserini_jar
@@ -40,10 +41,6 @@ def _work_folder(out: Path) -> Iterator[Path]:
             yield work
         finally:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def default_threads() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)), 8))
 
 
 def same_inputs(manifest: dict[str, Any], files: list[Path], fmt: str, splitter: str) -> list[str]:

@@ -116,7 +116,6 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     faiss spec is left as it is; another spec re-indexes the kept embeddings."""
     from ikatkit.index.encode import choose_backend, compile_openvino
     from ikatkit.models import load_sentence_transformer
-    from ikatkit.placement import DTYPES
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -125,12 +124,11 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     if done is not None and faiss_spec in ("auto", done["faiss"]):
         return done
     job.start(out, DENSE)
-    if dtype not in DTYPES:
-        raise IkatError(f"unknown dtype {dtype!r}", where="--dtype", fix=f"use one of {list(DTYPES)}")
     source, passages = job.read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
     loaded = load_sentence_transformer(model, device="cpu")
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
+    job.check_dtype("encoder", dtype, gpus)
     half = gpus or dtype not in ("auto", "float32")  # the actors' placement (float16 on GPUs by default)
     if half and backend == "openvino":
         raise IkatError("the OpenVINO backend encodes on the CPU in float32", fix="use --backend torch (or auto), "

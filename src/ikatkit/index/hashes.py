@@ -8,16 +8,13 @@ takes its ids only.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
-import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from ikatkit.errors import IkatError
+from ikatkit.textfile import open_text
 
 MD5 = re.compile(r"^[0-9a-f]{32}$")
 Key = tuple[str, int]
@@ -28,22 +25,13 @@ def passage_md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
-def open_text(path: Path) -> IO[str]:
-    """A text file as UTF-8, decompressed on the fly when it ends in ``.bz2`` or ``.gz``."""
-    if path.suffix == ".bz2":
-        return io.TextIOWrapper(bz2.open(path, "rb"), encoding="utf-8", newline="")
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
 def is_hash_file(path: str | Path) -> bool:
     """Whether the first non-empty line of ``path`` has the hash file's three tab-separated columns."""
-    with open_text(Path(path)) as handle:
-        try:
+    try:
+        with open_text(Path(path)) as handle:
             line = next((line for line in handle if line.strip()), "")
-        except (UnicodeDecodeError, OSError, EOFError):
-            return False
+    except (IkatError, OSError):  # not UTF-8, a cut archive: not a hash file
+        return False
     return line.rstrip("\r\n").count("\t") == 2
 
 
@@ -72,6 +60,6 @@ def read_hashes(path: str | Path, strict: bool = True) -> Iterator[tuple[Key, st
                                     fix="sort it: LC_ALL=C sort -t $'\\t' -k1,1 -k2,2n")
                 previous = key
                 yield key, cols[2].lower()
-        except (UnicodeDecodeError, OSError, EOFError) as err:
+        except OSError as err:
             raise IkatError(f"cannot read the hash file ({err})", path=path,
                             fix="download it again (a complete .tsv or .tsv.bz2)") from None

@@ -33,6 +33,7 @@ from ikatkit.index.anserini import Anserini
 from ikatkit.index.dupes import check_unique
 from ikatkit.index.segmenters import FileReport, Segmenters, Task, file_sha256, shard_path
 from ikatkit.java import helper_classes
+from ikatkit.textfile import compression
 
 SEGMENTERS = ("auto", "java", "python")
 JAVA_COLLECTION = "IkatClueWeb22Collection"  # src/ikatkit/index/IkatClueWeb22Collection.java
@@ -80,7 +81,8 @@ def index_in_java(files: Sequence[Path], work: Path, threads: int, heap: str, ou
     for folder in (inputs, found, hashes):
         folder.mkdir(parents=True)
     for number, path in enumerate(files):  # named by their number, which the Java side reports by
-        (inputs / f"{number}{'.json.gz' if path.suffix == '.gz' else '.json'}").symlink_to(path.resolve())
+        gzipped = compression(path) == "gzip"  # by its bytes: a gzipped file without the suffix too
+        (inputs / f"{number}{'.json.gz' if gzipped else '.json'}").symlink_to(path.resolve())
     properties = {"ikatkit.reports": found, "ikatkit.hashes": hashes}
     with Anserini(inputs, work / "index", threads, heap, out, JAVA_COLLECTION, helpers, properties) as anserini:
         digests = []

@@ -6,7 +6,7 @@ Every index ikatkit builds says what it is in one JSON file written last (a fold
 ran), ``versions``, ``seconds``, ``built`` — beside the kind's own. Indexes built before manifests named their kind
 (a Lucene index's ``manifest.json``, ``partitions.json``) are read as the kind they are.
 
-What a folder is, and the searcher and texts it builds, is :func:`ikatkit.index.artifact.open_index`'s.
+What a folder is, and the searcher and texts it builds, is :func:`ikatkit.artifact.open_index`'s.
 """
 
 from __future__ import annotations

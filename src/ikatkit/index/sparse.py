@@ -31,11 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ikatkit.errors import IkatError
 from ikatkit.index import job
 from ikatkit.index.manifest import SPARSE, finished, write_manifest
 from ikatkit.index.sparse_encoder import DEFAULT_MODEL, PASSAGE_LENGTH, QUANTIZATION, SCALE
-from ikatkit.index.anserini import IMPACT_OPTIONS, build_impact_index
+from ikatkit.index.anserini import IMPACT_OPTIONS, build_impact_index, default_threads
 from ikatkit.java import anserini_jar
 
 GPU_ROWS_PER_CALL = 8192  # passages a GPU actor encodes per Ray call
@@ -84,9 +83,7 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
     float32; bfloat16, float16 on GPUs: options, their weights near float32's, not equal), then
     index them with Anserini on ``index_threads`` threads; returns the manifest (a finished index is left as it
     is)."""
-    from ikatkit.index.build import default_threads
     from ikatkit.index.sparse_encoder import load_splade
-    from ikatkit.placement import DTYPES
     from ikatkit.raycluster import connect, resources
 
     out = Path(out)
@@ -95,14 +92,13 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
     if done is not None:
         return done
     job.start(out, SPARSE)
-    if dtype not in DTYPES:
-        raise IkatError(f"unknown dtype {dtype!r}", where="--dtype", fix=f"use one of {list(DTYPES)}")
     source, passages = job.read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
     tokenizer, loaded = load_splade(model)  # loads offline (one clear error), and its vocabulary is the index's
     vocabulary = int(loaded.config.vocab_size)
     del tokenizer, loaded
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
+    job.check_dtype("splade", dtype, gpus)
     # the batch size and dtype too: padding within a batch moves floats in the last bits, and a quantized weight by 1
     fingerprint = {"source": source, "model": model, "shard_size": shard_size, "max_length": PASSAGE_LENGTH,
                    "quantization": QUANTIZATION, "vocabulary": vocabulary, "batch_size": batch_size, "dtype": dtype,

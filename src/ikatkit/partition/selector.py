@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from ikatkit.atomic import atomic_open
-from ikatkit.capabilities import Partitioned
+from ikatkit.capabilities import Hit, Partitioned
 from ikatkit.errors import IkatError
-from ikatkit.capabilities import Hit
+from ikatkit.placement import torch_threads
 
 POLICY_VERSION = 1
 HIDDEN = 25
@@ -83,15 +83,11 @@ def train_dqn(state_rows: np.ndarray, rewards: np.ndarray, seed: int = 0, episod
     if count == 0:
         raise IkatError("no training turns with judgements", fix="pass topics whose turns the qrels judge")
     rng = np.random.default_rng(seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a 25-unit network: extra threads only contend (and one is reproducible)
-    try:
+    with torch_threads(1):  # a 25-unit network: extra threads only contend (and one is reproducible)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             net = _network(m * width, m)
         return _fit(net, state_rows, rewards, rng, episodes, memory, batch, lr, epsilon)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _fit(net: Any, state_rows: np.ndarray, rewards: np.ndarray, rng: np.random.Generator, episodes: int,
@@ -211,9 +207,9 @@ def train_selector(folder: str | Path, queries: Mapping[str, str], judged: Mappi
                    searcher: Partitioned | None = None) -> Policy:
     """Train Agent-S on the judged ``queries`` over the partitions in ``folder``; saved to ``out`` if given."""
     if searcher is None:
-        from ikatkit.retrieve.partitioned import PartitionedSearcher
+        from ikatkit.artifact import open_index
 
-        searcher = PartitionedSearcher(folder)
+        searcher = open_index(folder, "partitions").searcher()
     qids = [qid for qid in queries if qid in judged]
     if not qids:
         raise IkatError("none of the queries has judgements", fix="pass qrels (or --provenance) for these topics")

@@ -53,7 +53,7 @@ SHARED_FIELDS = ("notes", "rejected")
 
 
 @dataclass(frozen=True)
-class Placement:
+class StagePosition:
     """Where a stage stands in its config: the fields set before it and the kind of each resource it uses
     (``{"searcher": "bm25", ...}``; ``None`` for a resource parameter left unset)."""
 
@@ -83,7 +83,7 @@ class Stage:
         return cls.ordered
 
     @classmethod
-    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+    def check_placement(cls, options: dict[str, Any], placement: StagePosition) -> None:
         """Reject a stage its place or its resources make wrong (called by ``load_config`` after the order)."""
 
     @classmethod

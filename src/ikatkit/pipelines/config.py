@@ -18,7 +18,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.suggest import did_you_mean, path_fix
-from ikatkit.pipelines.base import INITIAL_FIELDS, Placement, Stage
+from ikatkit.pipelines.base import INITIAL_FIELDS, StagePosition, Stage
 from ikatkit.pipelines.options import TableView, check_options, fits
 from ikatkit.pipelines.registry import stage_class, stages
 from ikatkit.pipelines.resources import (PARAMS, Resource, Where, build_resource, resource, stage_resources,
@@ -199,7 +199,7 @@ def check_order(placed: list[tuple[type[Stage], dict[str, Any]]], path: Path | N
         kinds = {param: (resources or {}).get(name, {}).get("kind") if name else None
                  for param, name in options.items() if param in PARAMS}
         try:
-            cls.check_placement(options, Placement(frozenset(available), kinds))
+            cls.check_placement(options, StagePosition(frozenset(available), kinds))
         except IkatError as err:
             raise IkatError(err.message, path=path, where=where, fix=err.fix) from None
         if "candidates" in cls.provides:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ikatkit.errors import IkatError
 from ikatkit.paths import cache_root
+from ikatkit.placement import torch_threads
 from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.config import Resources, RunConfig, build_stages
 from ikatkit.pipelines.record import TurnRecord
@@ -77,13 +78,10 @@ class Pipeline:
     @classmethod
     def from_config(cls, config: RunConfig, index: str | Path | None = None, out: Path | None = None,
                     overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Pipeline:
-        """The config's stages over its resources (built on first use, cached under :func:`cache_root`), torch
-        set to the config's ``threads``, and every stage bound to ``out`` (where a stage keeps files of its own);
-        ``overrides``: see :func:`~ikatkit.pipelines.config.build_stages`."""
-        if config.threads:
-            import torch
-
-            torch.set_num_threads(config.threads)
+        """The config's stages over its resources (built on first use, cached under :func:`cache_root`), each
+        stage run on the config's ``threads`` (PyTorch's, for the stage's call, :meth:`__call__`), and every stage
+        bound to ``out`` (where a stage keeps files of its own); ``overrides``: see
+        :func:`~ikatkit.pipelines.config.build_stages`."""
         resources = Resources(config, index, cache_root())
         stages = build_stages(config, resources, overrides)
         if out is not None:
@@ -107,7 +105,8 @@ class Pipeline:
         seconds: dict[str, float] = {}
         for i, stage in enumerate(self.stages):
             start = time.perf_counter()
-            records = run_stage(stage, records)
+            with torch_threads(self.config.threads if self.config else None):  # the config's, for the stage's call
+                records = run_stage(stage, records)
             seconds[stage.name] = seconds.get(stage.name, 0.0) + time.perf_counter() - start
             if after_stage is not None:
                 after_stage(i, records)

@@ -142,9 +142,9 @@ def _ranker_kind(kind: str, cache_only: bool = False) -> ResourceKind:
 
 
 def _searcher_class(kind: str) -> Callable[[], type[Any]]:
-    """The searcher class an index of ``kind`` builds (:mod:`ikatkit.index.artifact`)."""
+    """The searcher class an index of ``kind`` builds (:mod:`ikatkit.artifact`)."""
     def found() -> type[Any]:
-        from ikatkit.index.artifact import SEARCHERS
+        from ikatkit.artifact import SEARCHERS
 
         return SEARCHERS[kind]()
 
@@ -152,7 +152,7 @@ def _searcher_class(kind: str) -> Callable[[], type[Any]]:
 
 
 def _open(path: str | Path, kind: str) -> Any:
-    from ikatkit.index.artifact import open_index
+    from ikatkit.artifact import open_index
 
     return open_index(path, kind)
 
@@ -194,7 +194,7 @@ def _build_dense(name: str, spec: dict[str, Any], where: Where) -> Any:
 
 
 def _hdf5_searcher() -> Callable[..., Any]:
-    from ikatkit.index.artifact import hdf5_searcher
+    from ikatkit.artifact import hdf5_searcher
 
     return hdf5_searcher
 
@@ -240,7 +240,7 @@ def _check_texts(options: dict[str, Any]) -> None:
 
 def _build_texts(name: str, spec: dict[str, Any], where: Where) -> Any:
     """``texts(ids)`` of an index's stored texts (``index``, else the run's ``--index``) or of passage files."""
-    from ikatkit.index.artifact import open_index
+    from ikatkit.artifact import open_index
     from ikatkit.index.texts import jsonl_texts
 
     if spec.get("passages"):

@@ -13,8 +13,6 @@ byte-identical files.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from itertools import groupby
 from pathlib import Path
 
@@ -23,13 +21,13 @@ import numpy as np
 from ikatkit.index.encode import choose_backend, compile_openvino, openvino_embed
 from ikatkit.models import load_sentence_transformer
 from ikatkit.paths import cache_root
-from ikatkit.placement import Placement, decide, machine
+from ikatkit.placement import PlacedModel, Placement
 from ikatkit.rank.base import RankerBase
 from ikatkit.rank.embedding_cache import EmbeddingCache
 from ikatkit.digest import model_digest
 
 
-class BiEncoder(RankerBase):
+class BiEncoder(RankerBase, PlacedModel):
     """Texts are compared by the cosine of their unit-length embeddings.
 
     ``threads``: PyTorch threads while encoding on the CPU (restored after). One by default: on a machine
@@ -41,14 +39,14 @@ class BiEncoder(RankerBase):
     ``$IKATKIT_CACHE/embeddings``).
     """
 
+    kind = "bi-encoder"
+
     def __init__(self, model: str, batch_size: int = 32, device: str | None = None, threads: int = 1,
                  cache_dir: str | Path | None = None, backend: str = "torch", dtype: str = "auto") -> None:
-        super().__init__(cache=True)  # scores are exact functions of the pair, so they are kept by content
+        RankerBase.__init__(self, cache=True)  # scores are exact functions of the pair: kept by content
+        PlacedModel.__init__(self, device, dtype)
         self.model_name = model
-        self.placement = decide("bi-encoder", machine(device), dtype)
-        self.model = load_sentence_transformer(model, device or self.placement.device)
-        if self.placement.dtype != "float32":
-            self.model.to(self.placement.torch_dtype)
+        self.model = self.placed(load_sentence_transformer(model, "cpu"))
         self.threads = threads if self.model.device.type == "cpu" else None
         self.backend = choose_backend(backend, self.model)
         self._infer = compile_openvino(self.model, self.threads) if self.backend == "openvino" else None
@@ -72,18 +70,6 @@ class BiEncoder(RankerBase):
                             torch.__version__, transformers.__version__, sentence_transformers.__version__,
                             placement.identity())
 
-    @contextmanager
-    def _threads(self) -> Iterator[None]:
-        import torch
-
-        before = torch.get_num_threads()
-        if self.threads:
-            torch.set_num_threads(self.threads)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
-
     def _backend_identity(self) -> tuple[str, ...]:
         """Nothing for PyTorch (its caches keep their identity), else the backend and its version."""
         if self.backend != "openvino":
@@ -95,7 +81,7 @@ class BiEncoder(RankerBase):
     def _run(self, texts: list[str]) -> np.ndarray:
         if self._infer is not None:
             return openvino_embed(self._infer, self.model, texts)
-        with self._threads():
+        with self.computing():
             return self.model.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
                                      show_progress_bar=False)
 
@@ -124,7 +110,7 @@ class BiEncoder(RankerBase):
         if not texts:
             return {}
         if self.placement.tolerance is not None:
-            with self._threads():
+            with self.computing():
                 found = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                           convert_to_numpy=True, show_progress_bar=False)
             return dict(zip(texts, np.asarray(found, dtype=np.float32)))

@@ -22,14 +22,14 @@ import numpy as np
 from ikatkit.errors import IkatError
 from ikatkit.models import resolve_model
 from ikatkit.openvino_export import compile_ir, export_ir, ir_folder, positional
-from ikatkit.placement import decide, machine
+from ikatkit.placement import PlacedModel
 from ikatkit.rank.base import RankerBase
 
 BACKENDS = ("torch", "openvino")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-class CrossEncoderRanker(RankerBase):
+class CrossEncoderRanker(RankerBase, PlacedModel):
     """Scores (query, passage) pairs jointly; e.g. ``cross-encoder/ms-marco-MiniLM-L-12-v2``.
 
     ``backend`` is ``"openvino"`` (CPU only) or ``"torch"``; by default OpenVINO where the model sits on the CPU.
@@ -37,17 +37,17 @@ class CrossEncoderRanker(RankerBase):
     ``dtype``: ``auto`` (float16 on CUDA, float32 on the CPU), ``float32``, ``float16`` or ``bfloat16``.
     """
 
+    kind = "cross-encoder"
+
     def __init__(self, model: str, max_length: int = 512, batch_size: int = 32, device: str | None = None,
                  cache: bool = False, backend: str | None = None, threads: int | None = None,
                  dtype: str = "auto") -> None:
-        super().__init__(cache=cache)
+        RankerBase.__init__(self, cache=cache)
+        PlacedModel.__init__(self, device, dtype)  # threads: OpenVINO's (the torch backend takes PyTorch's)
         from sentence_transformers import CrossEncoder
 
         self.model_name = model
-        self.placement = decide("cross-encoder", machine(device), dtype)
-        self.model = CrossEncoder(resolve_model(model), max_length=max_length, device=device or self.placement.device)
-        if self.placement.dtype != "float32":
-            self.model.to(self.placement.torch_dtype)
+        self.model = self.placed(CrossEncoder(resolve_model(model), max_length=max_length, device="cpu"))
         self.batch_size = batch_size
         self.backend = backend or ("openvino" if self.model.device.type == "cpu" else "torch")
         if self.backend not in BACKENDS:

@@ -17,13 +17,13 @@ The turn text is the query, or with ``context`` the opening utterance and the ea
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ikatkit.errors import IkatError
+from ikatkit.placement import torch_threads
 
 ARCHITECTURES = ("bi", "cross")
 CONTEXT_TURNS = 2
@@ -38,18 +38,6 @@ def turn_text(query: str, utterances: Sequence[str], context: bool) -> str:
         return query
     earlier = list(dict.fromkeys([utterances[0], *utterances[-CONTEXT_TURNS:]]))
     return " | ".join([*earlier, query])
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _batches(n: int, epochs: int, seed: int) -> Iterator[list[int]]:
@@ -83,7 +71,7 @@ class FineTuned:
 
         if architecture not in ARCHITECTURES:
             raise IkatError(f"unknown architecture {architecture!r}", fix=f"use one of {list(ARCHITECTURES)}")
-        with _one_thread(), torch.random.fork_rng():
+        with torch_threads(1), torch.random.fork_rng():
             torch.manual_seed(seed)  # the new head's weights and dropout
             if architecture == "bi":
                 from sentence_transformers import SentenceTransformer
@@ -139,7 +127,7 @@ class FineTuned:
 
         if not pairs:
             return np.zeros(0)
-        with _one_thread(), torch.inference_mode():
+        with torch_threads(1), torch.inference_mode():
             if self.architecture == "bi":
                 texts = list(dict.fromkeys(text for pair in pairs for text in pair))
                 vectors = {t: self.model(self.model.preprocess([t]))["sentence_embedding"] for t in texts}

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ikatkit.capabilities import ChatLLM, Ranker, Searcher
+from ikatkit.capabilities import ChatLLM, Ranker, Searcher, expands_ptkb
 from ikatkit.index.texts import TextsFunction
 from ikatkit.errors import IkatError
-from ikatkit.pipelines.base import (Placement, Stage, candidate_key, chat, check_mappings, evidence_variables,
+from ikatkit.pipelines.base import (StagePosition, Stage, candidate_key, chat, check_mappings, evidence_variables,
                                     prompt_context, query_of, reject, top_text)
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.pipelines.registry import STAGES, register  # noqa: F401  (STAGES: importable here as before)
@@ -159,7 +159,7 @@ class RankPtkb(Stage):
                                 fix=f"drop {option}: the trained model reads the earlier turns itself")
 
     @classmethod
-    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+    def check_placement(cls, options: dict[str, Any], placement: StagePosition) -> None:
         if options.get("classifier"):
             from ikatkit.rank.ptkb_model import load_for_ranker
 
@@ -229,7 +229,7 @@ class ClassifyPtkb(Stage):
         return ("query", "context_ids") if options.get("classifier") else cls.ordered
 
     @classmethod
-    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+    def check_placement(cls, options: dict[str, Any], placement: StagePosition) -> None:
         """An LLM without ``classifier``; with it, a ranker of the kind the classifier was trained on."""
         if not options.get("classifier"):
             if placement.kinds.get("llm") is None:
@@ -268,7 +268,9 @@ class ClassifyPtkb(Stage):
 
 @register
 class Retrieve(Stage):
-    """Search each retrieval query, optionally expanded with the selected PTKB statements.
+    """Search each retrieval query, optionally expanded with the selected PTKB statements (``expand_ptkb``; unset:
+    the searcher's default, :data:`ikatkit.capabilities.EXPANDS_PTKB`: BM25 appends them, as the UvA runs do; dense
+    and learned sparse encoders, trained on short queries, search the query alone).
 
     ``searcher`` is any resource with ``batch_search(texts, k)`` and ``texts(ids)`` (BM25, dense). Its lists are
     added to the record's candidates under :func:`candidate_key` (resource name, query), beside those of
@@ -282,17 +284,18 @@ class Retrieve(Stage):
     provides = ("candidates",)
     single_list_provides = ("ranking",)
 
-    def __init__(self, searcher: Searcher, k: int = 100, expand_ptkb: bool = True) -> None:
-        self.searcher, self.k, self.expand_ptkb = searcher, k, expand_ptkb
+    def __init__(self, searcher: Searcher, k: int = 100, expand_ptkb: bool | None = None) -> None:
+        self.searcher, self.k = searcher, k
+        self.expand_ptkb = expands_ptkb(searcher) if expand_ptkb is None else expand_ptkb
         self.resource_names: dict[str, str] = {}  # set by build_stages: {"searcher": resource name}
 
     @classmethod
     def ordered_reads(cls, options: dict[str, Any]) -> tuple[str, ...]:
-        """The PTKB is read only when it expands the queries."""
-        return tuple(f for f in cls.ordered if f != "ptkb" or options.get("expand_ptkb", True))
+        """The PTKB is read only when it may expand the queries (unset: the searcher's default may)."""
+        return tuple(f for f in cls.ordered if f != "ptkb" or options.get("expand_ptkb") is not False)
 
     @classmethod
-    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+    def check_placement(cls, options: dict[str, Any], placement: StagePosition) -> None:
         """After ``select_partition`` the searcher must search within the chosen partitions."""
         from ikatkit.pipelines.resources import searcher_takes
 

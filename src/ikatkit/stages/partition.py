@@ -10,7 +10,7 @@ import numpy as np
 from ikatkit.capabilities import Encoder, Partitioned, Ranker
 from ikatkit.errors import IkatError
 from ikatkit.partition.selector import Policy, partition_rankings, states
-from ikatkit.pipelines.base import Placement, Stage
+from ikatkit.pipelines.base import StagePosition, Stage
 from ikatkit.pipelines.record import TurnRecord
 from ikatkit.pipelines.registry import register
 
@@ -61,7 +61,7 @@ class SelectPartition(Stage):
             raise IkatError(f"top = {top!r} must be a positive integer", where="top", fix="e.g. top = 5")
 
     @classmethod
-    def check_placement(cls, options: dict[str, Any], placement: Placement) -> None:
+    def check_placement(cls, options: dict[str, Any], placement: StagePosition) -> None:
         """Partitions come from a partitioned-bm25 searcher; every method but ``all`` embeds with a bi-encoder."""
         if placement.kinds.get("searcher") != "partitioned-bm25":
             raise IkatError(f"select_partition needs a partitioned-bm25 searcher, and {options.get('searcher')!r} is "

@@ -134,12 +134,12 @@ def evaluate_context(topics: Topics, index: str | Path, qrels: Qrels | str | Pat
     """
     from ikatkit.evaluate.compare import compare_runs
     from ikatkit.rank.rerank import rerank_lists
-    from ikatkit.retrieve.bm25 import Bm25Searcher
+    from ikatkit.artifact import open_index
     from ikatkit.retrieve.search import search
 
     qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
     thresholds = {"cascade": [0.5], "coherence": [0.5], **(thresholds or {})}
-    searcher = Bm25Searcher(index)
+    searcher = open_index(index, "bm25").searcher()
     rankings: dict[str, dict[str, dict[str, float]]] = {}
     agreement: dict[str, dict[str, float]] = {}
     seconds: dict[str, float] = {}

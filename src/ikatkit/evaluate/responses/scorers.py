@@ -27,6 +27,7 @@ import numpy as np
 from ikatkit.collection.segment import rule_splitter
 from ikatkit.errors import IkatError
 from ikatkit.models import DEFAULT_ENCODER, resolve_model
+from ikatkit.placement import PlacedModel
 
 Scores = dict[str, list[float]]
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
@@ -123,16 +124,21 @@ def model_label(model: str) -> str:
     return Path(model).name if Path(model).exists() else model
 
 
-class BertScore:
+class BertScore(PlacedModel):
     """BERTScore (``bert_score.BERTScorer``) with a configurable model and layer, loaded once.
 
     ``model``: ``bundled:minilm`` (default, offline), a hub id or a folder; ``layer``: the hidden layer whose
     token embeddings are matched (default: bert-score's choice for models it knows, else the model's last
-    layer). No IDF weighting, no baseline rescaling: raw cosine-greedy-matching values in [-1, 1].
+    layer). No IDF weighting, no baseline rescaling: raw cosine-greedy-matching values in [-1, 1]. On the CPU in
+    float32 unless ``device`` says otherwise (:mod:`ikatkit.placement`).
     """
+
+    kind = "bi-encoder"
+    default_device = "cpu"
 
     def __init__(self, model: str = DEFAULT_MODEL, layer: int | None = None, batch_size: int = 64,
                  device: str | None = None) -> None:
+        super().__init__(device, "float32")
         from bert_score import BERTScorer
         from bert_score.utils import model2layers
         from transformers import AutoConfig
@@ -142,8 +148,7 @@ class BertScore:
             layer = model2layers.get(model) or AutoConfig.from_pretrained(path).num_hidden_layers
         self.model, self.layer = model, int(layer)
         self.label = f"{model_label(model)}:L{self.layer}"
-        self.scorer = BERTScorer(model_type=path, num_layers=self.layer, batch_size=batch_size,
-                                 device=device or "cpu")
+        self.scorer = BERTScorer(model_type=path, num_layers=self.layer, batch_size=batch_size, device=self.device)
 
     def score(self, responses: Sequence[str], references: Sequence[str]) -> Scores:
         """``precision``, ``recall`` and ``f1`` of each response (candidate) against its reference.
