@@ -163,7 +163,8 @@ def _check_stage_options(path: Path | None, where: str, cls: type[Stage], option
         plain.pop("searcher", None)
     try:
         check_options(cls.__init__, plain, PARAMS)
-        return {**options, **stage_resources(cls, options, resources)}
+        kept = {k: v for k, v in options.items() if k not in PARAMS or k in accepted}  # `searcher`: the texts'
+        return {**kept, **stage_resources(cls, options, resources)}
     except IkatError as err:
         place = f"{where}.{err.where}" if err.where else where
         raise IkatError(err.message, path=path, where=f"{place} ({cls.name})", fix=err.fix) from None
