@@ -74,7 +74,7 @@ class PassageIds:
     def __init__(self, path: Path) -> None:
         self.path = path
         size = path.stat().st_size
-        self._bytes = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        self._bytes = np.asarray(np.memmap(path, dtype=np.uint8, mode="r")) if size else np.zeros(0, np.uint8)
         frames, error = _kernels().frames(self._bytes)
         if error >= 0:
             raise self._bad(int(error), "cut short" if error >= size else "not a pickled list of passage ids")
