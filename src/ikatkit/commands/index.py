@@ -124,27 +124,13 @@ def add(sub: argparse._SubParsersAction) -> None:
         from ikatkit.index import lookup
 
         if args.index_command == "dense":
-            from ikatkit.extras import require
-
-            require(["sentence_transformers", "ray", "faiss"], "index dense")  # before the progress bar opens
-            with Progress("encoded", "passages") as bar:
-                manifest = build_dense(args.inputs, args.out, model=args.model, ray_address=args.ray,
-                                       batch_size=args.batch_size, faiss_spec=args.faiss, backend=args.backend,
-                                       shard_size=args.shard_size, threads=args.threads, workers=args.workers,
-                                       fmt=args.format, splitter=args.splitter, dtype=args.dtype,
-                                       progress=bar.update)
+            manifest = _encode(args, build_dense, ["sentence_transformers", "ray", "faiss"], faiss_spec=args.faiss,
+                               backend=args.backend)
             print(f"dense index of {manifest['counts']['passages']} passages ({manifest['model']}, "
                   f"{manifest['dimension']} dims, faiss {manifest['faiss']}) -> {args.out}")
         elif args.index_command == "sparse":
-            from ikatkit.extras import require
-
-            require(["transformers", "ray"], "index sparse")  # before the progress bar opens
-            with Progress("encoded", "passages") as bar:
-                manifest = build_sparse(args.inputs, args.out, model=args.model, ray_address=args.ray,
-                                        batch_size=args.batch_size, shard_size=args.shard_size, threads=args.threads,
-                                        workers=args.workers, index_threads=args.index_threads, heap=args.heap,
-                                        fmt=args.format, splitter=args.splitter, dtype=args.dtype,
-                                        progress=bar.update)
+            manifest = _encode(args, build_sparse, ["transformers", "ray"], index_threads=args.index_threads,
+                               heap=args.heap)
             print(f"sparse index of {manifest['counts']['passages']} passages ({manifest['model']}, "
                   f"{manifest['quantization']}) -> {args.out}")
         elif args.index_command == "build":
@@ -166,6 +152,19 @@ def add(sub: argparse._SubParsersAction) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+def _encode(args: argparse.Namespace, build: Callable[..., dict[str, Any]], modules: list[str],
+            **options: Any) -> dict[str, Any]:
+    """``index dense`` / ``index sparse``: the collection-encoding job's options (:func:`_add_ray_encoding`) and the
+    kind's own ``options``, with a progress bar of the passages encoded; the manifest."""
+    from ikatkit.extras import require
+
+    require(modules, f"index {args.index_command}")  # before the progress bar opens
+    with Progress("encoded", "passages") as bar:
+        return build(args.inputs, args.out, model=args.model, ray_address=args.ray, batch_size=args.batch_size,
+                     shard_size=args.shard_size, threads=args.threads, workers=args.workers, fmt=args.format,
+                     splitter=args.splitter, dtype=args.dtype, progress=bar.update, **options)
 
 
 def _stats(index: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ server; LoRA adapters and trained PTKB models (a stage's ``classifier``) by thei
 
 from __future__ import annotations
 
+import json
 import os
 from importlib.resources import files
 from pathlib import Path
@@ -20,6 +21,7 @@ from ikatkit.index.manifest import MANIFEST
 from ikatkit.index.lucene import index_identity, is_lucene_folder
 from ikatkit.models import resolve_model
 from ikatkit.pipelines.resources import Resource, declared
+from ikatkit.artifact import HDF5_ARRAY
 from ikatkit.index.manifest import PARTITIONS_FILE
 
 
@@ -75,6 +77,9 @@ def path_identity(path: Path, memo: Path | None = None) -> str:
         return f"missing:{path}"
     if (path / PARTITIONS_FILE).is_file():
         return _sha((path / PARTITIONS_FILE).read_text(encoding="utf-8"))
+    if (path / HDF5_ARRAY).is_file():  # the organizers' SPLADE index (~100 GB): its files' sizes and times
+        return _sha(json.dumps({f.name: [f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(path.iterdir())
+                                if f.is_file()}, sort_keys=True))
     if (path / MANIFEST).is_file() or is_lucene_folder(path):
         return _sha(index_identity(path))
     return "sha256:" + tree_digest(path, memo)
