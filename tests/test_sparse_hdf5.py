@@ -273,3 +273,80 @@ def test_verify_finds_bad_ids_and_bad_lists(tmp_path):
         "'clueweb22-en1:2'",
         "index_dist.json disagrees with array_index.h5py on 1 terms, e.g. 9: 3 vs 2",
         "rows not strictly ascending in 1 lists, e.g. terms [9]"]
+
+
+def test_the_commands_read_it_as_it_comes(built, passages_jsonl, tmp_path, capsys):
+    """``index stats``, ``index verify`` (with and without the model) and ``search --sparse`` over the folder as the
+    organizers ship it: the run is the searcher's own ranking, it says which model encoded the queries and at which
+    length, and nothing is written into the index."""
+    from ikatkit.cli import main
+    from ikatkit.retrieve.sparse_hdf5 import HDF5SparseSearcher
+
+    before = _snapshot(built.folder)
+    assert main(["index", "stats", str(built.folder)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["kind"], stats["rows"], stats["ids"]) == ("sparse-hdf5", 894, 894)
+    assert stats["postings"] == built.matrix.nnz
+    assert main(["index", "verify", str(built.folder)]) == 0
+    assert main(["index", "verify", str(built.folder), "--model", str(built.model), "--texts", str(passages_jsonl),
+                 "--max-length", str(PASSAGE_LENGTH), "--sample", "8"]) == 0
+    assert main(["index", "verify", str(built.folder), "--model", str(built.model)]) == 2
+    assert "needs both the model and the passages' texts" in capsys.readouterr().err
+    queries = tmp_path / "queries.tsv"
+    texts = ["vegetarian protein for a marathon runner", "how do I treat a sprained ankle", "cheap flights to Lisbon"]
+    queries.write_text("".join(f"q{i}\t{t}\n" for i, t in enumerate(texts)), encoding="utf-8")
+    out = tmp_path / "run.trec"
+    capsys.readouterr()
+    assert main(["search", "--sparse", str(built.folder), "--sparse-model", str(built.model), "--sparse-max-length",
+                 str(PASSAGE_LENGTH), "--threads", "1", "--queries", str(queries), "--k", "50", "--out", str(out)]) == 0
+    said, err = capsys.readouterr()
+    assert f"(queries encoded by {built.model})" in said and f"opening {built.folder} (splade)" in err
+    expected = HDF5SparseSearcher(built.folder, built.encoder, threads=1, max_length=PASSAGE_LENGTH).batch_search(
+        {f"q{i}": t for i, t in enumerate(texts)}, 50)
+    rows = [line.split() for line in out.read_text(encoding="utf-8").splitlines()]
+    for qid, hits in expected.items():
+        assert hits and [(r[2], float(r[4])) for r in rows if r[0] == qid] == [(p, pytest.approx(s, abs=1e-4))
+                                                                               for p, s in hits]
+    assert _snapshot(built.folder) == before
+    assert main(["search", "--sparse", str(built.folder), "--allow-other-model", "--queries", str(queries),
+                 "--out", str(out)]) == 2
+    assert "--allow-other-model is for indexes whose manifest names a model" in capsys.readouterr().err
+
+
+def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built, passages_index, ikat2023, tmp_path):
+    """configs/splade_rr_baseline.toml with only the path (and what loads offline: the random query model, a
+    cross-encoder made from MiniLM, the top passage for the LLM's answer) over the organizers' layout: the SPLADE top
+    1,000 is the exact search's, re-ranking and responses read their texts from the BM25 index, and the run
+    validates."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ikatkit.models import resolve_model
+    from ikatkit.pipelines import run_pipeline
+    from ikatkit.retrieve.sparse_hdf5 import HDF5SparseSearcher
+    from ikatkit.topics import load_topics
+
+    torch.manual_seed(0)
+    cross_encoder = tmp_path / "cross-encoder"
+    CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(cross_encoder))
+    text = (ROOT / "configs" / "splade_rr_baseline.toml").read_text(encoding="utf-8")
+    for shipped, here in (('model = "cross-encoder/ms-marco-MiniLM-L-12-v2"', f'model = "{cross_encoder}"'),
+                          ('path = "indexes/ikat23-splade"\nmodel = "naver/splade-cocondenser-ensembledistil"',
+                           f'path = "{built.folder}"\nmodel = "{built.model}"\nmax_length = {PASSAGE_LENGTH}'),
+                          ('stage = "rerank"\nranker = "reranker"', 'stage = "rerank"\nranker = "reranker"\ndepth = 5'),
+                          ('task = "rtg_response"', 'task = "extractive"')):
+        assert shipped in text
+        text = text.replace(shipped, here)
+    text = text[:text.index("[resources.llm]")] + text[text.index("[resources.reranker]"):]
+    config = tmp_path / "baseline.toml"
+    config.write_text(text, encoding="utf-8")
+    topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
+    outcome = run_pipeline(config, topics, tmp_path / "run", index=passages_index, cache_dir=tmp_path / "cache")
+    assert outcome.valid is True and len(outcome.records) == len(topics)
+    searcher = HDF5SparseSearcher(built.folder, built.encoder, max_length=PASSAGE_LENGTH)
+    for record in outcome.records:
+        first, found = searcher.search(record.query, 1000), record.candidates[f"splade\t{record.query}"]
+        assert first and [pid for pid, _ in found] == [pid for pid, _ in first]
+        assert [s for _, s in found] == pytest.approx([s for _, s in first], rel=1e-5)
+        top = record.used[0]  # the extractive answer: the top re-ranked passage's text, read from the BM25 index
+        assert top in built.texts and record.response[:60] in " ".join(built.texts[top].split())

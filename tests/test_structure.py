@@ -186,7 +186,7 @@ INDEX_KINDS = {  # an index kind: its index module(s) and its searcher (the enco
     "dense": {"ikatkit.index.dense", "ikatkit.retrieve.dense"},
     "sparse": {"ikatkit.index.sparse", "ikatkit.retrieve.sparse"},
     "partitions": {"ikatkit.partition.build", "ikatkit.retrieve.partitioned"},  # its parts: BM25 indexes
-    "sparse-hdf5": {"ikatkit.index.sparse_hdf5", "ikatkit.retrieve.sparse_hdf5"},
+    "sparse-hdf5": {"ikatkit.index.sparse_hdf5", "ikatkit.index.sparse_hdf5_kernels", "ikatkit.retrieve.sparse_hdf5"},
 }
 FOUNDATION = ("ikatkit.index.job", "ikatkit.index.manifest", "ikatkit.index.lucene", "ikatkit.retrieve.lucene",
               "ikatkit.index.texts", "ikatkit.placement")

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ikatkit.errors import IkatError
+from ikatkit.index.manifest import SPARSE_HDF5
 
 ARRAY, IDS, DIST = "array_index.h5py", "doc_ids.pkl", "index_dist.json"
 ROWS, VALUES = "index_doc_id_", "index_doc_value_"
@@ -53,9 +54,9 @@ class WeightEncoder(Protocol):
 
 def _kernels() -> Any:
     """The numba kernels, compiled at run time for this CPU (cached beside the module): imported on first use."""
-    from ikatkit.index import _sparse_hdf5_kernels
+    from ikatkit.index import sparse_hdf5_kernels
 
-    return _sparse_hdf5_kernels
+    return sparse_hdf5_kernels
 
 
 def is_hdf5_index(folder: str | Path) -> bool:
@@ -257,7 +258,7 @@ class HDF5SparseIndex:
         """Counts: rows (named by the postings), ids (in doc_ids.pkl), terms with a list, postings, dim."""
         postings = sum(len(rows) for rows in self._rows.values())
         mapped = sum(1 for rows in self._rows.values() if len(rows) and self.in_place(rows))
-        return {"kind": "splade-hdf5", "folder": str(self.folder), "rows": self.count, "ids": len(self.passage_ids),
+        return {"kind": SPARSE_HDF5, "folder": str(self.folder), "rows": self.count, "ids": len(self.passage_ids),
                 "terms": len(self.terms), "largest_term": self.vocabulary - 1, "dim": self.dim, "postings": postings,
                 "postings_per_row": round(postings / max(1, self.count), 2), "lists_mapped_in_place": mapped,
                 "bytes": {name: (self.folder / name).stat().st_size for name in (ARRAY, IDS, DIST)

@@ -6,7 +6,7 @@ collection's size, keeps the rows scoring above 0 (``argwhere``) and picks the t
 searcher computes the same float32 sums in the same order (so the same scores, bit for bit) and the same top k,
 ordered by score, ties broken by row (the earlier row in ``doc_ids.pkl`` first; theirs leaves ties at the k-th
 score to ``argpartition``). On the CPU a numba kernel walks the rows in cache-sized blocks on ``threads`` threads
-(``_sparse_hdf5_kernels.top_k``) instead of scanning a collection-sized array twice. On a torch device
+(``sparse_hdf5_kernels.top_k``) instead of scanning a collection-sized array twice. On a torch device
 (``device="cuda"``) the posting lists are copied to the device once and each query term is one ``index_add_``
 into the scores: a row occurs once in a term's list, so every row's sum is still taken term by term in ascending
 term order, float32 products then float32 adds (bit-identical to the CPU's where the device's float32 arithmetic is
@@ -106,7 +106,7 @@ def _cpu_top(index: HDF5SparseIndex, terms: np.ndarray, weights: np.ndarray, k: 
     """Candidates (each span's top k) by the numba kernel on ``threads`` threads, restored after."""
     import numba
 
-    from ikatkit.index import _sparse_hdf5_kernels as kernels
+    from ikatkit.index import sparse_hdf5_kernels as kernels
 
     lists = [index.postings(int(t)) for t in terms]
     for term, (rows, _) in zip(terms.tolist(), lists):
