@@ -129,6 +129,40 @@ def test_scores_equal_a_hand_computation_and_the_top_1000_a_brute_force(built, i
     assert HDF5SparseSearcher(searcher.index, device="torch:cpu").search_vectors(vectors, 1000) == found
     first = next(iter(queries))
     assert searcher.search(queries[first], k=10) == found[first][:10]
+    for k in (10, 100):  # the heap full long before the last block: the pruned search, still scipy's top k
+        assert searcher.search_vectors(vectors, k) == {qid: hits[:k] for qid, hits in found.items()}
+
+
+def test_the_pruned_search_over_zipfian_lists_is_the_exhaustive_one(tmp_path):
+    """120,000 rows over 2,000 terms drawn Zipf-like (a few terms in most rows, as SPLADE's expansions are), random
+    float32 weights: once the k-th best is known most lists' postings are skipped (MaxScore), and the top k of 6
+    queries mixing frequent and rare terms are still the brute force's, ids and float32 scores."""
+    import scipy.sparse
+
+    from ikatkit.index.sparse_hdf5 import write_hdf5_index
+    from ikatkit.retrieve.sparse_hdf5 import HDF5SparseSearcher
+
+    rng = np.random.default_rng(11)
+    n, vocabulary, per_row = 120_000, 2_000, 30
+    popularity = 1 / np.arange(1, vocabulary + 1) ** 1.1
+    rows = np.repeat(np.arange(n), per_row)
+    terms = rng.choice(vocabulary, n * per_row, p=popularity / popularity.sum())
+    weights = rng.gamma(2.0, 0.4, n * per_row).astype(np.float32) + np.float32(0.01)
+    matrix = scipy.sparse.csr_matrix((weights, (rows, terms)), shape=(n, vocabulary), dtype=np.float32)
+    matrix.sum_duplicates()
+    coo = matrix.tocoo()
+    ids = [f"clueweb22-en0000-00-{i // 10:05d}:{i % 10}" for i in range(n)]
+    folder = write_hdf5_index(tmp_path / "zipf", ids, coo.row, coo.col, coo.data)
+    for threads in (1, 2):
+        searcher = HDF5SparseSearcher(folder, threads=threads)
+        for seed in range(6):
+            chosen = np.unique(np.concatenate([rng.choice(20, 8, replace=False),
+                                               rng.choice(np.arange(20, vocabulary), 30, replace=False)]))
+            query = np.zeros(vocabulary, np.float32)
+            query[chosen] = rng.gamma(2.0, 0.5, len(chosen)).astype(np.float32) + np.float32(0.01)
+            vector = {int(t): float(query[t]) for t in chosen}
+            for k in (10, 1000):
+                assert searcher.search_vectors({"q": vector}, k)["q"] == _brute_force(matrix, ids, query, k), (seed, k)
 
 
 def test_blocks_spans_and_ties_against_a_brute_force(tmp_path):

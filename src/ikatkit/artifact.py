@@ -123,8 +123,9 @@ def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:
     another kind is one clear error naming what it is and how to search it."""
     folder = Path(path)
     wanted = ALIASES.get(kind or "", kind)
+    what = DESCRIBED.get(wanted or "", "an index").replace("a Lucene BM25 index", "a Lucene index")
     if not folder.is_dir():
-        raise IkatError("no index folder here", path=folder, fix=path_fix(folder, "give the folder of an index"))
+        raise IkatError("no index folder here", path=folder, fix=path_fix(folder, f"give the folder of {what}"))
     manifest = read_manifest(folder)
     if manifest is not None:
         found = IndexFolder(folder, manifest["kind"], manifest)
@@ -137,9 +138,12 @@ def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:
                         fix="run the command that builds it again: it resumes")
     else:
         seen = sorted(p.name for p in folder.iterdir())[:5]
-        raise IkatError(f"not an index (no {MANIFEST}, Lucene commit or {HDF5_ARRAY}; found {seen or 'nothing'})",
-                        path=folder, fix="give the folder that holds the index (an unpacked prebuilt index: the "
-                                         "inner folder)")
+        lacking = ("no segments_N file" if wanted == BM25
+                   else f"no {MANIFEST}, Lucene commit (segments_N) or {HDF5_ARRAY}")
+        raise IkatError(f"not {what} ({lacking}; found {seen or 'an empty folder'})", path=folder,
+                        fix="give the folder that holds segments_N (an unpacked prebuilt index: the inner folder)"
+                        if wanted == BM25 else "give the folder that holds the index (an unpacked prebuilt index: the "
+                                               "inner folder)")
     if wanted is not None and found.kind not in SEARCHED_AS.get(wanted, {wanted}):
         raise wrong_kind(folder, found.kind, wanted)
     return found

@@ -167,7 +167,8 @@ def _build_bm25(name: str, spec: dict[str, Any], where: Where) -> Any:
     return _open(where.index, "bm25").searcher(**spec)
 
 
-def _folder_check(kind: str, folder: str, *searchers: Callable[[], type[Any]]) -> Callable[[dict[str, Any]], None]:
+def _folder_check(kind: str, folder: str, *searchers: Callable[[], Callable[..., Any]]
+                  ) -> Callable[[dict[str, Any]], None]:
     """The option check of a searcher that names its index ``folder`` in ``path``; its options are those of one of
     ``searchers`` (the folder decides which when it opens)."""
     def check(options: dict[str, Any]) -> None:
@@ -293,10 +294,11 @@ def resource(name: str, spec: Any) -> Resource:
     ``where`` is the key inside the resource's table (``kind``, ``model``, an option), or None for the table."""
     if not isinstance(spec, Mapping):
         raise IkatError(f"resource {name!r} is not a table", fix=f'write [resources.{name}] with kind = "..."')
-    kind = ALIASES.get(spec.get("kind"), spec.get("kind"))
-    if kind not in KINDS:
+    found = kind_of(spec)
+    if found is None:
         raise IkatError(f"resource {name!r} has unknown kind {spec.get('kind')!r}", where="kind",
                         fix=did_you_mean(str(spec.get("kind")), list(KINDS)) or f"use one of {list(KINDS)}")
+    kind = found.name
     options = {k: v for k, v in spec.items() if k != "kind"}
     KINDS[kind].check(dict(options))
     return Resource(name, KINDS[kind], options)
