@@ -235,7 +235,9 @@ def test_lucene_errors_name_the_folder(foreign, tmp_path, capsys):
     header = bytearray((old / "segments_1").read_bytes())
     header[13:17] = (6).to_bytes(4, "big")  # the codec header's format version: older than Lucene 9 reads
     (old / "segments_1").write_bytes(bytes(header))
-    expected = {"empty": "not a Lucene index", "files": "not a Lucene index", "corrupt": "corrupt",
+    expected = {"empty": "not an index (no manifest.json, Lucene commit (segments_N) or array_index.h5py; found an "
+                         "empty folder)", "files": "not an index (no manifest.json, Lucene commit (segments_N) or "
+                                                   "array_index.h5py; found ['notes.txt'])", "corrupt": "corrupt",
                 "old": "a Lucene index of a version this Lucene cannot read"}
     for name, message in expected.items():
         assert main(["index", "stats", str(tmp_path / name)]) == 2

@@ -24,6 +24,10 @@ from ikatkit.suggest import path_fix
 
 ALIASES = {"splade": SPARSE}  # a name users already write for the learned sparse kind
 HDF5_ARRAY = "array_index.h5py"  # the organizers' SPLADE index (ikatkit.index.sparse_hdf5)
+LUCENE = ("pyserini", "jnius")
+MODULES = {BM25: LUCENE, PARTITIONS: LUCENE, SPARSE: (*LUCENE, "torch", "transformers"),
+           DENSE: ("torch", "sentence_transformers", "faiss"), SPARSE_HDF5: ("h5py", "numba", "torch", "transformers")}
+"""The optional modules a kind's searcher imports (their extras named when one is absent)."""
 SEARCHED_AS = {BM25: {BM25}, SPARSE: {SPARSE, SPARSE_HDF5}, DENSE: {DENSE}, PARTITIONS: {PARTITIONS}}
 
 
@@ -72,6 +76,10 @@ class IndexFolder:
     @property
     def own(self) -> bool:
         return self.manifest is not None
+
+    def modules(self) -> list[str]:
+        """The optional modules its searcher imports."""
+        return list(MODULES[self.kind])
 
     def searcher_class(self) -> type[Any]:
         return SEARCHERS[self.kind]()

@@ -23,6 +23,7 @@ EXTRAS: dict[str, str] = {
     "openai": "llm",
     **dict.fromkeys(("ray", "faiss", "pyarrow"), "dense"),  # pyarrow: a dependency of ray[data]
     "peft": "finetune",
+    **dict.fromkeys(("h5py", "numba", "llvmlite"), "sparse"),  # the organizers' SPLADE index
     **dict.fromkeys(("spacy", "fastapi", "uvicorn", "httpx2", "starlette", "pydantic"), "interactive"),
     **dict.fromkeys(("bitsandbytes", "accelerate"), "gpu"),
     **dict.fromkeys(("llama_cpp", "pytest"), "test"),

@@ -14,7 +14,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="run a pipeline config over topics: official run + TREC run + manifest, validated",
         description="Run a pipeline config over topics. A config is a TOML file: name, run_type, [resources.*] "
-                    "(kind = llm | bi-encoder | cross-encoder | bm25 | dense | splade | partitioned-bm25) and "
+                    "(kind = llm | bi-encoder | cross-encoder | bm25 | dense | sparse | partitioned-bm25 | texts) and "
                     "[[stages]] in order, each naming a stage and its options; see configs/demo.toml and "
                     "docs/configs.md; `ikatkit stages` lists the stages.")
     p.add_argument("config", help="a run config, e.g. configs/demo.toml")

@@ -105,6 +105,7 @@ def _searchers(args: argparse.Namespace) -> list[tuple[str, Any]]:
     """``(name, searcher)`` of each index searched (BM25, dense, learned sparse, in that order), each opened by
     :func:`ikatkit.artifact.open_index` as the kind it is searched as; a line on stderr as each opens."""
     from ikatkit.artifact import open_index
+    from ikatkit.extras import require
 
     wanted = [("bm25", args.index, {"k1": args.k1, "b": args.b, "rm3": {} if args.rm3 else None}),
               ("dense", args.dense, {"index": args.index}),
@@ -113,6 +114,7 @@ def _searchers(args: argparse.Namespace) -> list[tuple[str, Any]]:
     for name, path, options in wanted:
         if path:
             folder = open_index(path, "sparse" if name == "splade" else name)
+            require(folder.modules(), f"search --{'sparse' if name == 'splade' else name}")  # before the line below
             print(f"opening {folder.path} ({name})", file=sys.stderr, flush=True)
             opened.append((name, folder.searcher(**options)))
     return opened

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ikatkit.artifact import MODULES
 from ikatkit.errors import IkatError
+from ikatkit.index.manifest import BM25, DENSE, PARTITIONS, SPARSE
 from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.options import TableView, check_options
 from ikatkit.suggest import did_you_mean
@@ -253,7 +255,6 @@ def _build_texts(name: str, spec: dict[str, Any], where: Where) -> Any:
     return open_index(folder).texts(f"the passage texts of resource {name!r}")
 
 
-LUCENE = ("pyserini", "jnius")
 KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
     ResourceKind("llm", "llm", _check_llm, _build_llm, backends={"transformers": ("torch", "transformers"),
                                                                  "openai": ("openai",)},
@@ -262,18 +263,18 @@ KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
                  identity=("model", "adapter")),
     _ranker_kind("bi-encoder", cache_only=True),
     _ranker_kind("cross-encoder"),
-    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _searcher_class("bm25"), modules=LUCENE,
+    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _searcher_class("bm25"), modules=MODULES[BM25],
                  needs="a Lucene index (`--index`: the organizers' or your own)"),
     ResourceKind("dense", "searcher", _check_dense, _build_dense, _searcher_class("dense"),
-                 modules=("torch", "sentence_transformers", "faiss"), files=("path", "index"),
+                 modules=MODULES[DENSE], files=("path", "index"),
                  identity=("path", "index"),
                  needs="a dense index (from `ikatkit index dense`)"),
     ResourceKind("sparse", "searcher", _check_sparse, _build_sparse, _searcher_class("sparse"),
-                 modules=(*LUCENE, "torch", "transformers"), models=("model",), cache_only=True, files=("path",),
+                 modules=MODULES[SPARSE], models=("model",), cache_only=True, files=("path",),
                  identity=("path", "model", "max_length"),
                  needs="a learned sparse index (from `ikatkit index sparse`, or the organizers' SPLADE index)"),
     ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _searcher_class("partitions"),
-                 modules=LUCENE, files=("partitions",), identity=("partitions",),
+                 modules=MODULES[PARTITIONS], files=("partitions",), identity=("partitions",),
                  needs="partitions (`--index`, from `ikatkit index partition`)"),
     ResourceKind("texts", "texts", _check_texts, _build_texts, files=("index",), identity=("index", "passages"),
                  needs="passage texts (an index storing them, `--index`, or passage files)"),
@@ -297,7 +298,7 @@ def resource(name: str, spec: Any) -> Resource:
     found = kind_of(spec)
     if found is None:
         raise IkatError(f"resource {name!r} has unknown kind {spec.get('kind')!r}", where="kind",
-                        fix=did_you_mean(str(spec.get("kind")), list(KINDS)) or f"use one of {list(KINDS)}")
+                        fix=did_you_mean(str(spec.get("kind")), list(KINDS), f"(the kinds: {list(KINDS)})"))
     kind = found.name
     options = {k: v for k, v in spec.items() if k != "kind"}
     KINDS[kind].check(dict(options))
