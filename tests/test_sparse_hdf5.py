@@ -129,14 +129,14 @@ def test_scores_equal_a_hand_computation_and_the_top_1000_a_brute_force(built, i
     assert HDF5SparseSearcher(searcher.index, device="torch:cpu").search_vectors(vectors, 1000) == found
     first = next(iter(queries))
     assert searcher.search(queries[first], k=10) == found[first][:10]
-    for k in (10, 100):  # the heap full long before the last block: the pruned search, still scipy's top k
+    for k in (10, 100):  # each span's heap full long before its last block: still scipy's top k
         assert searcher.search_vectors(vectors, k) == {qid: hits[:k] for qid, hits in found.items()}
 
 
-def test_the_pruned_search_over_zipfian_lists_is_the_exhaustive_one(tmp_path):
+def test_zipfian_lists_over_several_blocks_give_the_brute_force_top_k(tmp_path):
     """120,000 rows over 2,000 terms drawn Zipf-like (a few terms in most rows, as SPLADE's expansions are), random
-    float32 weights: once the k-th best is known most lists' postings are skipped (MaxScore), and the top k of 6
-    queries mixing frequent and rare terms are still the brute force's, ids and float32 scores."""
+    float32 weights, over two blocks and two spans a thread: the top k of 6 queries mixing frequent and rare terms are
+    the brute force's, ids and float32 scores."""
     import scipy.sparse
 
     from ikatkit.index.sparse_hdf5 import write_hdf5_index

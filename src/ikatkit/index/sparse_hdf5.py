@@ -172,7 +172,6 @@ class HDF5SparseIndex:
         same = all(self._file[f"{ROWS}{t}"].dtype == np.dtype("<i4") for t in sample)
         self._rows = {t: self._mapped_rows(t) if same else self._list(ROWS, t, np.int32) for t in terms}
         self._values: dict[int, np.ndarray] = {}
-        self._max: dict[int, float] = {}  # a list's largest weight, once a search needed it
         self.passage_ids = PassageIds(self.folder / IDS)
         self.count = len(self.passage_ids)
         named = max((int(rows[-1]) + 1 for rows in self._rows.values() if len(rows)), default=0)
@@ -240,15 +239,6 @@ class HDF5SparseIndex:
                                 fix=FIX_ARCHIVE)
             self._values[term] = values
         return rows, self._values[term]
-
-    def max_weights(self, terms: Sequence[int]) -> np.ndarray:
-        """The largest weight of each term's posting list (0 for none): read once a term, then kept (4 bytes a term),
-        the bound a search's pruning needs."""
-        for term in terms:
-            if term not in self._max:
-                values = self.postings(int(term))[1]
-                self._max[term] = float(values.max()) if len(values) else 0.0
-        return np.array([self._max[term] for term in terms], dtype=np.float32)
 
     def ids(self, rows: Iterable[int]) -> list[str]:
         """The passage ids of ``rows``."""

@@ -205,104 +205,56 @@ def _sift_up(scores: np.ndarray, rows: np.ndarray, i: int) -> None:
         i = parent
 
 
-@numba.njit(cache=True, nogil=True)
-def _first_at_least(words: np.ndarray, lo: int, hi: int, row: int) -> int:
-    """The first position in ``words[lo:hi]`` (ascending) holding ``row`` or more (``hi``: none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if words[mid] < row:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-MARGIN = 1e-4  # a row is left out only when its bound is below the threshold by this much (float32 sums' error)
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def top_k(words: np.ndarray, floats: np.ndarray, starts: np.ndarray, lengths: np.ndarray, weights: np.ndarray,
-          bounds: np.ndarray, count: int, k: int, block: int, spans: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+          count: int, k: int, block: int, spans: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` best rows of each of ``spans`` row ranges (run in parallel) by the float32 dot product with the
     query's ``weights``; term ``t``'s rows are ``words[starts[t, 0]:][:lengths[t]]``, its weights
-    ``floats[starts[t, 1]:][:lengths[t]]``; ``bounds[t]``: ``weights[t]`` times the largest weight of its list. A
-    row's score is summed term by term in the order given (ascending term ids: the organizers' scatter-add's order, so
-    the same float32 bits); rows scoring 0 are left out; ties go to the earlier row.
+    ``floats[starts[t, 1]:][:lengths[t]]``. Each row's sum is taken term by term in the order given (ascending term
+    ids: the organizers' scatter-add's order, so the same float32 bits); rows scoring 0 are left out; ties go to the
+    earlier row.
 
-    Each range is walked in blocks of ``block`` rows, each term's postings in the block found by a cursor (rows
-    ascending). Until a threshold is known every posting of the block is added into a block-local float32 array
-    that stays in cache. Once one is (the k-th best score kept by this range, or by any range: the collection's k-th
-    best is no lower), the terms whose bounds sum below it are non-essential (MaxScore): a row that none of the
-    others holds cannot reach the threshold, so only the essential terms' postings are added, and a row whose partial
-    sum and the non-essential bounds can reach it is scored exactly, every term in order (a binary search in each
-    term's postings of the block). Returns ``(scores, rows, kept)``: ``spans x k`` arrays and the hits kept per
-    range."""
+    Each range is walked in blocks of ``block`` rows: every term's postings falling in the block (a cursor per term,
+    rows ascending) are added into one block-local float32 array that stays in cache, then the block's positive
+    scores enter a k-heap (root: the worst kept hit) when they beat its root. Returns ``(scores, rows, kept)``:
+    ``spans x k`` arrays and the hits kept per range."""
     terms = len(weights)
-    order = np.argsort(bounds)  # ascending: the non-essential terms are a prefix
     width = ((count + spans - 1) // spans + block - 1) // block * block
     top_scores = np.zeros((spans, k), np.float32)
     top_rows = np.zeros((spans, k), np.int64)
     kept = np.zeros(spans, np.int64)
-    roots = np.zeros(spans, np.float32)  # each range's k-th best once it has k: read by the others (a lower bound)
     for span in numba.prange(spans):
         low, high = span * width, min(count, (span + 1) * width)
         if low >= high:
             continue
         cursor = np.zeros(terms, np.int64)
-        shift = np.zeros(terms, np.int64)
         for t in range(terms):
-            cursor[t] = _first_at_least(words, starts[t, 0], starts[t, 0] + lengths[t], low)
-            shift[t] = starts[t, 1] - starts[t, 0]
-        first, last = np.zeros(terms, np.int64), np.zeros(terms, np.int64)
+            cursor[t] = starts[t, 0] + np.searchsorted(words[starts[t, 0]:starts[t, 0] + lengths[t]], low)
         local = np.zeros(block, np.float32)
         scores, rows = top_scores[span], top_rows[span]
-        size, threshold, skipped, rest = 0, 0.0, 0, 0.0
+        size = 0
         for start in range(low, high, block):
             end = min(high, start + block)
-            known = max(roots.max(), scores[0] if size == k else 0.0)
-            if known > threshold:
-                threshold = known
-                while skipped < terms and rest + bounds[order[skipped]] < threshold * (1 - MARGIN):
-                    rest += bounds[order[skipped]]
-                    skipped += 1
             for t in range(terms):
-                first[t] = cursor[t]
-                last[t] = cursor[t] = _first_at_least(words, cursor[t], starts[t, 0] + lengths[t], end)
-            if skipped == 0:  # every posting of the block, term by term: the sums themselves
-                for t in range(terms):
-                    weight = weights[t]
-                    for j in range(first[t], last[t]):
-                        local[words[j] - start] += weight * floats[j + shift[t]]
-            else:  # the essential terms' partial sums: which rows may reach the threshold
-                for e in range(skipped, terms):
-                    t = order[e]
-                    weight = weights[t]
-                    for j in range(first[t], last[t]):
-                        local[words[j] - start] += weight * floats[j + shift[t]]
-            cut = threshold * (1 - MARGIN) - rest
+                first = cursor[t]
+                cursor[t] = last = first + np.searchsorted(words[first:starts[t, 0] + lengths[t]], end)
+                # the block's postings of the term as views: the loop reads two arrays in step (2x faster than
+                # indexing the whole file's arrays with an offset, measured at 2M passages)
+                found, values = words[first:last], floats[first + starts[t, 1] - starts[t, 0]:last + starts[t, 1]
+                                                           - starts[t, 0]]
+                weight = weights[t]
+                for j in range(last - first):
+                    local[found[j] - start] += weight * values[j]
             for i in range(end - start):
                 score = local[i]
-                if score <= 0:
-                    continue
-                local[i] = 0
-                row = start + i
-                if skipped:
-                    if score < cut:
-                        continue
-                    score = np.float32(0)
-                    for t in range(terms):  # exactly, in the terms' order
-                        j = _first_at_least(words, first[t], last[t], row)
-                        first[t] = j
-                        if j < last[t] and words[j] == row:
-                            score += weights[t] * floats[j + shift[t]]
-                if size < k:
-                    scores[size], rows[size] = score, row
-                    _sift_up(scores, rows, size)
-                    size += 1
-                elif _worse(scores[0], rows[0], score, row):
-                    scores[0], rows[0] = score, row
-                    _sift_down(scores, rows, size)
-            if size == k:
-                roots[span] = scores[0]
+                if score > 0:
+                    local[i] = 0
+                    if size < k:
+                        scores[size], rows[size] = score, start + i
+                        _sift_up(scores, rows, size)
+                        size += 1
+                    elif _worse(scores[0], rows[0], score, start + i):
+                        scores[0], rows[0] = score, start + i
+                        _sift_down(scores, rows, size)
         kept[span] = size
     return top_scores, top_rows, kept
