@@ -3,9 +3,10 @@
 A choice of partitions is searched as one index: a Lucene ``IndexSearcher`` over a ``MultiReader`` of those
 partitions' readers, so term and collection statistics are those of their union. Over all partitions that is
 the unpartitioned index: the same Anserini query (bag of words, Anserini's English analyzer), Lucene's
-``BM25Similarity`` as Anserini sets it, and ``TopHits.java``'s top k with ties by id and Anserini's score
-post-processing give exactly :class:`ikatkit.retrieve.bm25.Bm25Searcher`'s ranking and scores (tested on the
-894 real passages). One partition alone is searched with its own statistics, as a separately served index.
+``BM25Similarity`` as Anserini sets it, and the one Lucene top-k searcher (:class:`ikatkit.retrieve.lucene.LuceneTopK`:
+``TopHits.java``'s top k with ties by id and Anserini's score post-processing) give exactly
+:class:`ikatkit.retrieve.bm25.Bm25Searcher`'s ranking and scores (tested on the 894 real passages). One partition
+alone is searched with its own statistics, as a separately served index.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ikatkit.errors import IkatError
-from ikatkit.index.manifest import MANIFEST, PARTITIONS, PARTITIONS_FILE, read_manifest
 from ikatkit.capabilities import Hit
-from ikatkit.retrieve.lucene import batch_hits
+from ikatkit.errors import IkatError
+from ikatkit.index.lucene import open_reader
+from ikatkit.index.manifest import MANIFEST, PARTITIONS, PARTITIONS_FILE, read_manifest
+from ikatkit.retrieve.lucene import LuceneTopK, helper
 
 Choice = tuple[int, ...]
 
@@ -35,29 +37,18 @@ class PartitionedSearcher:
         self.count = int(self.manifest["partitions"])
         self.threads = threads
         start_jvm()
-        from jnius import JavaException, cast  # only once our JVM runs
+        from jnius import cast  # only once our JVM runs
 
-        try:
-            self.top_hits = autoclass("ikatkit.TopHits")
-        except JavaException:  # no JDK compiled the helper
+        if helper("ikatkit.TopHits") is None:  # no JDK compiled the helper
             raise IkatError("partitioned search needs our Java helper TopHits.java compiled",
-                            fix="install a JDK 11+ (javac on PATH or JAVA_HOME)") from None
-        directory = autoclass("org.apache.lucene.store.FSDirectory")
-        opener = autoclass("org.apache.lucene.index.DirectoryReader")
-        file = autoclass("java.io.File")
-        self._readers = [cast("org.apache.lucene.index.IndexReader",
-                              opener.open(directory.open(file(str(self.folder / part["name"])).toPath())))
+                            fix="install a JDK 11+ (javac on PATH or JAVA_HOME)")
+        self._readers = [cast("org.apache.lucene.index.IndexReader", open_reader(self.folder / part["name"]))
                          for part in self.manifest["parts"]]
         self._multi = autoclass("org.apache.lucene.index.MultiReader")
-        self._index_searcher = autoclass("org.apache.lucene.search.IndexSearcher")
         self._similarity = autoclass("org.apache.lucene.search.similarities.BM25Similarity")(k1, b)
-        self._searchers: dict[Choice, Any] = {}
+        self._searchers: dict[Choice, LuceneTopK] = {}
         self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
         self.analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
-        sort_field = autoclass("org.apache.lucene.search.SortField")
-        self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(
-            "id", autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL))
-        self._texts: Any = None
 
     @property
     def all(self) -> Choice:
@@ -73,16 +64,12 @@ class PartitionedSearcher:
                             path=self.folder, fix=f"choose partitions 0..{self.count - 1}")
         return chosen
 
-    def searcher(self, partitions: Sequence[int] | None = None) -> Any:
-        """The Lucene IndexSearcher over the chosen partitions (built once per choice)."""
+    def searcher(self, partitions: Sequence[int] | None = None) -> LuceneTopK:
+        """The one Lucene top-k searcher over the chosen partitions' MultiReader (built once per choice)."""
         chosen = self.choice(partitions)
         if chosen not in self._searchers:
-            from jnius import cast
-
             reader = self._multi([self._readers[p] for p in chosen], False)
-            searcher = self._index_searcher(cast("org.apache.lucene.index.IndexReader", reader))
-            searcher.setSimilarity(self._similarity)
-            self._searchers[chosen] = searcher
+            self._searchers[chosen] = LuceneTopK(self._similarity, reader=reader, threads=self.threads)
         return self._searchers[chosen]
 
     def batch_search(self, queries: Mapping[str, str], k: int = 1000,
@@ -95,23 +82,14 @@ class PartitionedSearcher:
             groups.setdefault(self.choice(wanted), []).append(qid)
         found: dict[str, list[Hit]] = {}
         for chosen, qids in groups.items():
-            built = {qid: self.generator.buildQuery("contents", self.analyzer, queries[qid])
-                     if queries[qid].strip() else None for qid in qids}
-            live = [qid for qid in qids if built[qid] is not None]
-            found.update(zip(live, batch_hits(self.top_hits, self.searcher(chosen), [built[qid] for qid in live], k,
-                                              self.sort, self.threads)))
+            found.update(self.searcher(chosen).top_k(
+                {qid: self.generator.buildQuery("contents", self.analyzer, queries[qid]) if queries[qid].strip()
+                 else None for qid in qids}, k))
         return {qid: found.get(qid, []) for qid in queries}
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Stored passage texts by id, from whichever partition holds them; unknown ids left out."""
-        if self._texts is None:
-            from jnius import cast
-
-            from ikatkit.index.texts import LuceneTexts
-
-            self._texts = LuceneTexts(reader=cast("org.apache.lucene.index.IndexReader",
-                                                  self._multi([self._readers[p] for p in self.all], False)))
-        return self._texts.texts(ids)
+        return self.searcher(self.all).texts(ids)
 
 
 def load_manifest(folder: str | Path) -> dict[str, Any]:
