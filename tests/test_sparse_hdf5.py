@@ -345,6 +345,12 @@ def test_the_commands_read_it_as_it_comes(built, passages_jsonl, tmp_path, capsy
     assert main(["search", "--sparse", str(built.folder), "--allow-other-model", "--queries", str(queries),
                  "--out", str(out)]) == 2
     assert "--allow-other-model is for indexes whose manifest names a model" in capsys.readouterr().err
+    broken = _copy(built, tmp_path, "no-ids")
+    (broken / "doc_ids.pkl").unlink()  # refused for the folder before a model (here one not on the machine) loads
+    assert main(["search", "--sparse", str(broken), "--sparse-model", "no/such-model", "--queries", str(queries),
+                 "--out", str(tmp_path / "none.trec")]) == 2
+    err = capsys.readouterr().err
+    assert "doc_ids.pkl" in err and "no/such-model" not in err and not (tmp_path / "none.trec").exists()
 
 
 def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built, passages_index, ikat2023, tmp_path):

@@ -431,6 +431,12 @@ def test_missing_model_and_wrong_index_are_one_clear_error(passages_index, spars
     assert "`ikatkit search --index DIR`" in (err.value.fix or "") and 'kind = "bm25"' in (err.value.fix or "")
     with pytest.raises(IkatError, match="this is a learned sparse .SPLADE. impact index, not a Lucene BM25"):
         Bm25Searcher(sparse_index)
+    from ikatkit.pipelines.resources import Where, build_resource
+
+    with pytest.raises(IkatError, match="unknown option 'max_length'") as err:  # the organizers' index's option
+        build_resource("s", resource("s", {"kind": "sparse", "path": str(sparse_index), "max_length": 64}),
+                       Where(None, Path("/tmp")))
+    assert err.value.where == "max_length"
 
 
 def test_a_query_model_other_than_the_index_s_is_refused_unless_asked_for(sparse_index, models, tmp_path, capsys):

@@ -84,12 +84,15 @@ class IndexFolder:
     def searcher_class(self) -> type[Any]:
         return SEARCHERS[self.kind]()
 
+    def factory(self) -> Callable[..., Any]:
+        """What builds its searcher from ``(path, **options)``: the searcher class, or for the organizers' SPLADE index
+        :func:`hdf5_searcher` (its query encoder's options too); its signature is the options it takes."""
+        return hdf5_searcher if self.kind == SPARSE_HDF5 else self.searcher_class()
+
     def searcher(self, **options: Any) -> Any:
         """The kind's searcher over this folder with ``options`` (the searcher's own: ``k1``, ``threads``...; the
         organizers' SPLADE index takes ``model``, ``device`` and ``max_length`` for its query encoder)."""
-        if self.kind == SPARSE_HDF5:
-            return hdf5_searcher(self.path, **options)
-        return self.searcher_class()(self.path, **options)
+        return self.factory()(self.path, **options)
 
     def texts(self, why: str = "passage texts") -> TextsFunction:
         """``texts(ids)`` of the passages this index stores (ids it lacks are left out); one clear error for an
@@ -117,12 +120,13 @@ def hdf5_searcher(path: str | Path, model: str | None = None, device: str = "cpu
     ``model`` (default: the organizers' model) on ``device``, queries cut at ``max_length`` tokens (default: the
     official baseline's)."""
     from ikatkit.index.sparse_encoder import DEFAULT_MODEL, SparseEncoder
+    from ikatkit.index.sparse_hdf5 import open_hdf5_index
 
-    searcher = _sparse_hdf5()
+    index = open_hdf5_index(path)  # a bad folder is refused before the model loads
     if query_encoder is None:
         query_encoder = SparseEncoder(model or DEFAULT_MODEL, device.removeprefix("torch:"))
     lengths = {} if max_length is None else {"max_length": max_length}
-    return searcher(path, query_encoder, threads=threads, device=device, **lengths)
+    return _sparse_hdf5()(index, query_encoder, threads=threads, device=device, **lengths)
 
 
 def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:

@@ -169,6 +169,11 @@ def _build_bm25(name: str, spec: dict[str, Any], where: Where) -> Any:
     return _open(where.index, "bm25").searcher(**spec)
 
 
+def _signed(factory: Callable[..., Any]) -> Callable[..., Any]:
+    """What holds a searcher factory's options: a class's ``__init__``, else the function itself."""
+    return vars(factory)["__init__"] if isinstance(factory, type) and "__init__" in vars(factory) else factory
+
+
 def _folder_check(kind: str, folder: str, *searchers: Callable[[], Callable[..., Any]]
                   ) -> Callable[[dict[str, Any]], None]:
     """The option check of a searcher that names its index ``folder`` in ``path``; its options are those of one of
@@ -180,8 +185,7 @@ def _folder_check(kind: str, folder: str, *searchers: Callable[[], Callable[...,
         for searcher in searchers:
             found = searcher()
             try:
-                return check_options(getattr(found, "__init__", found) if isinstance(found, type) else found,
-                                     options, ("query_encoder",))
+                return check_options(_signed(found), options, ("query_encoder",))
             except IkatError as err:
                 errors.append(err)
         raise errors[0]
@@ -208,7 +212,12 @@ def _check_sparse(options: dict[str, Any]) -> None:
 
 
 def _build_sparse(name: str, spec: dict[str, Any], where: Where) -> Any:
-    return _open(spec.pop("path"), "sparse").searcher(**spec)
+    """The searcher of the folder (an impact index or the organizers' SPLADE index: their options differ, checked
+    against the one the folder is, so an option of the other is one clear error, not a TypeError)."""
+    folder = _open(spec.pop("path"), "sparse")
+    factory = folder.factory()
+    check_options(_signed(factory), spec, ("query_encoder",))
+    return folder.searcher(**spec)
 
 
 def _check_partitioned(options: dict[str, Any]) -> None:  # ``partitions``: the folder, else --index
