@@ -46,9 +46,11 @@ def _added(before: dict, after: dict, path: str = "") -> set[str]:
         where = f"{path}{key}"
         if key not in before:
             added.add(where)
+        elif key in VARYING:
+            continue
         elif isinstance(value, dict) and isinstance(before[key], dict):
             added |= _added(before[key], value, f"{where}.")
-        elif key not in VARYING:
+        else:
             assert before[key] == value, where
     assert not set(before) - set(after), set(before) - set(after)
     return added
