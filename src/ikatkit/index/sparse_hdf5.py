@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ikatkit.errors import IkatError
+from ikatkit.index.hdf5_layout import FLOAT, INT, Datasets, read_datasets
 from ikatkit.index.manifest import SPARSE_HDF5
 
 ARRAY, IDS, DIST = "array_index.h5py", "doc_ids.pkl", "index_dist.json"
@@ -95,10 +96,17 @@ class PassageIds:
         return len(self.offsets)
 
     def ids(self, rows: Iterable[int]) -> list[str]:
-        """The passage ids of ``rows`` (ints in ``[0, len(self))``)."""
-        places = _kernels().strings_at(self._bytes, self.offsets[np.asarray(list(rows), dtype=np.int64)])
-        data = self._bytes
-        return [bytes(data[start:start + length]).decode("utf-8") for start, length in places.tolist()]
+        """The passage ids of ``rows`` (ints in ``[0, len(self))``): their bytes gathered into one buffer, joined by
+        newlines, decoded and split once (each id decoded alone where one holds a newline)."""
+        wanted = self.offsets[np.asarray(rows if isinstance(rows, np.ndarray) else list(rows), dtype=np.int64)]
+        if not len(wanted):
+            return []
+        joined = _kernels().joined_strings(self._bytes, wanted).tobytes().decode("utf-8")
+        found = joined.split("\n")
+        if len(found) == len(wanted):
+            return found
+        places = _kernels().strings_at(self._bytes, wanted)
+        return [bytes(self._bytes[start:start + length]).decode("utf-8") for start, length in places.tolist()]
 
     def problems(self) -> list[str]:
         """Ids not unique, or not ClueWeb22 passage ids (``clueweb22-enXXXX-XX-XXXXX:N``): one line each kind."""
@@ -161,43 +169,101 @@ class HDF5SparseIndex:
             raise IkatError(f"{what} ({self.path.stat().st_size} bytes; HDF5: {str(err)[:160]})", path=self.path,
                             fix=FIX_ARCHIVE) from None
         self.dim = int(self._file["dim"][()]) if "dim" in self._file else None
-        terms = sorted(int(name[len(ROWS):]) for name in self._file if name.startswith(ROWS))
-        self.terms = np.array(terms, dtype=np.int64)
-        self.vocabulary = int(self.terms[-1]) + 1 if len(terms) else 0
         size = self.path.stat().st_size
-        self.words = np.asarray(np.memmap(self.path, dtype=np.int32, mode="r", shape=(size // 4,)))
+        mapped = np.asarray(np.memmap(self.path, dtype=np.uint8, mode="r")) if size else np.zeros(0, np.uint8)
+        self.words = mapped[:size // 4 * 4].view(np.int32)
         self.floats = self.words.view(np.float32)
-        self._loaded: dict[tuple[str, int], np.ndarray] = {}
-        sample = [terms[0], terms[-1]] if terms else []
-        same = all(self._file[f"{ROWS}{t}"].dtype == np.dtype("<i4") for t in sample)
-        self._rows = {t: self._mapped_rows(t) if same else self._list(ROWS, t, np.int32) for t in terms}
-        self._values: dict[int, np.ndarray] = {}
+        datasets = read_datasets(mapped)
+        self._read: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # lists h5py read into memory
+        # per term: where its rows and weights start in ``words`` (-1: not a view of the file), its postings
+        self.terms, self._places, self._lengths = (self._from_layout(datasets) if datasets is not None
+                                                   else self._from_h5py())
+        self.vocabulary = int(self.terms[-1]) + 1 if len(self.terms) else 0
         self.passage_ids = PassageIds(self.folder / IDS)
         self.count = len(self.passage_ids)
-        named = max((int(rows[-1]) + 1 for rows in self._rows.values() if len(rows)), default=0)
+        named = self._rows_named()
         if named != self.count:
             raise IkatError(f"holds {self.count} passage ids but the postings of {ARRAY} name {named} rows",
                             path=self.folder / IDS, fix=f"{IDS} and {ARRAY} must come from the same index: "
                             + FIX_ARCHIVE)
 
-    def _mapped_rows(self, term: int) -> np.ndarray:
-        """The rows of ``term`` from the dataset's offset and size alone (a third of h5py's cost a dataset: 30,522
-        of them at every open), int32 as the first and last list are; :meth:`postings` checks each list fully
-        before a search reads it."""
-        import h5py
+    def _from_layout(self, datasets: Datasets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The lists' places from the file's own metadata (:mod:`ikatkit.index.hdf5_layout`: 60 ms for the 61,045
+        datasets where h5py takes 1.3 s); a list not stored as a plain little-endian array is read through h5py."""
+        found: dict[str, dict[int, int]] = {ROWS: {}, VALUES: {}}
+        for i, name in enumerate(datasets.names):
+            for prefix, where in found.items():
+                if name.startswith(prefix):
+                    where[int(name[len(prefix):])] = i
+        missing = sorted(set(found[ROWS]) ^ set(found[VALUES]))
+        if missing:
+            term = missing[0]
+            have, lack = (ROWS, VALUES) if term in found[ROWS] else (VALUES, ROWS)
+            raise IkatError(f"no dataset {lack}{term} beside {have}{term}", path=self.path, fix=FIX_ARCHIVE)
+        terms = np.array(sorted(found[ROWS]), dtype=np.int64)
+        rows = np.array([found[ROWS][t] for t in terms.tolist()], dtype=np.int64)
+        values = np.array([found[VALUES][t] for t in terms.tolist()], dtype=np.int64)
+        places, lengths = self._empty_tables(terms)
+        aligned = (datasets.address % 4 == 0) | (datasets.size == 0)  # an empty dataset has no address
+        plain = (datasets.kind[rows] == INT) & (datasets.kind[values] == FLOAT) & aligned[rows] & aligned[values]
+        wrong = plain & (datasets.size[rows] != datasets.size[values])
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            raise IkatError(f"{VALUES}{terms[i]} has {datasets.size[values[i]] // 4} weights for "
+                            f"{datasets.size[rows[i]] // 4} rows", path=self.path, fix=FIX_ARCHIVE)
+        places[terms[plain], 0] = np.maximum(datasets.address[rows[plain]], 0) // 4
+        places[terms[plain], 1] = np.maximum(datasets.address[values[plain]], 0) // 4
+        lengths[terms[plain]] = datasets.size[rows[plain]] // 4
+        for term in terms[~plain].tolist():
+            lengths[term] = len(self._read_list(term)[0])
+        return terms, places, lengths
 
-        dataset = h5py.h5d.open(self._file.id, f"{ROWS}{term}".encode())
-        offset = dataset.get_offset()
-        if offset is None or offset % 4:
-            return self._list(ROWS, term, np.int32)
-        start, n = offset // 4, dataset.get_storage_size() // 4
-        if start + n > len(self.words):
-            raise IkatError(f"dataset {ROWS}{term} lies past the file's end", path=self.path, fix=FIX_ARCHIVE)
-        return self.words[start:start + n]
+    def _from_h5py(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The lists' places through h5py (a file the metadata reader does not know), a dataset at a time."""
+        terms = np.array(sorted(int(name[len(ROWS):]) for name in self._file if name.startswith(ROWS)), np.int64)
+        places, lengths = self._empty_tables(terms)
+        for term in terms.tolist():
+            (rows, row_start), (values, value_start) = self._list(ROWS, term, np.int32), self._list(VALUES, term,
+                                                                                                   np.float32)
+            if len(values) != len(rows):
+                raise IkatError(f"{VALUES}{term} has {len(values)} weights for {len(rows)} rows", path=self.path,
+                                fix=FIX_ARCHIVE)
+            lengths[term] = len(rows)
+            if row_start >= 0 and value_start >= 0:
+                places[term] = row_start, value_start
+            else:
+                self._read[term] = rows, values
+        return terms, places, lengths
 
-    def _list(self, prefix: str, term: int, dtype: type) -> np.ndarray:
-        """A dataset as a 1-D array: a view of the mapped file when contiguous, uncompressed, of ``dtype`` and
-        aligned; else read through h5py (converted as their loader does), once."""
+    @staticmethod
+    def _empty_tables(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        size = int(terms[-1]) + 1 if len(terms) else 0
+        return np.full((size, 2), -1, dtype=np.int64), np.zeros(size, dtype=np.int64)
+
+    def _rows_named(self) -> int:
+        """The largest row any list names, plus one (each list's last row: rows ascend)."""
+        named = 0
+        mapped = (self._places[:, 0] >= 0) & (self._lengths > 0)
+        if mapped.any():
+            named = int(self.words[self._places[mapped, 0] + self._lengths[mapped] - 1].max()) + 1
+        for rows, _ in self._read.values():
+            if len(rows):
+                named = max(named, int(rows[-1]) + 1)
+        return named
+
+    def _read_list(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """A list h5py reads (chunked, compressed, another dtype), once."""
+        if term not in self._read:
+            (rows, _), (values, _) = self._list(ROWS, term, np.int32), self._list(VALUES, term, np.float32)
+            if len(values) != len(rows):
+                raise IkatError(f"{VALUES}{term} has {len(values)} weights for {len(rows)} rows", path=self.path,
+                                fix=FIX_ARCHIVE)
+            self._read[term] = rows, values
+        return self._read[term]
+
+    def _list(self, prefix: str, term: int, dtype: type) -> tuple[np.ndarray, int]:
+        """A dataset as a 1-D array and its start in :attr:`words`: a view of the mapped file when contiguous,
+        uncompressed, of ``dtype`` and aligned; else read through h5py (converted as their loader does; start -1)."""
         import h5py
 
         name = f"{prefix}{term}"
@@ -210,35 +276,32 @@ class HDF5SparseIndex:
                  and dataset.ndim == 1 and dataset.id.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS)
         if plain:
             start = offset // 4
-            words = self.words if dtype is np.int32 else self.floats
-            if start + dataset.shape[0] > len(words):
+            if start + dataset.shape[0] > len(self.words):
                 raise IkatError(f"dataset {name} lies past the file's end", path=self.path, fix=FIX_ARCHIVE)
-            return words[start:start + dataset.shape[0]]
-        if (prefix, term) not in self._loaded:
-            try:
-                self._loaded[prefix, term] = np.asarray(dataset[()], dtype=dtype).reshape(-1)
-            except OSError as err:
-                raise IkatError(f"dataset {name} cannot be read ({str(err)[:120]})", path=self.path,
-                                fix=FIX_ARCHIVE) from None
-        return self._loaded[prefix, term]
-
-    def in_place(self, array: np.ndarray) -> bool:
-        """Whether ``array`` is a view of the mapped file (``words``/``floats``), not a list read into memory."""
-        return self.words.ctypes.data <= array.ctypes.data < self.words.ctypes.data + self.words.nbytes
+            return (self.words if dtype is np.int32 else self.floats)[start:start + dataset.shape[0]], start
+        try:
+            return np.asarray(dataset[()], dtype=dtype).reshape(-1), -1
+        except OSError as err:
+            raise IkatError(f"dataset {name} cannot be read ({str(err)[:120]})", path=self.path,
+                            fix=FIX_ARCHIVE) from None
 
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, weights)`` of ``term`` (int32 ascending, float32), empty when it has no list."""
-        rows = self._rows.get(term)
-        if rows is None:
+        if term < 0 or term >= self.vocabulary:
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
-        if term not in self._values:
-            self._rows[term] = rows = self._list(ROWS, term, np.int32)
-            values = self._list(VALUES, term, np.float32)
-            if len(values) != len(rows):
-                raise IkatError(f"{VALUES}{term} has {len(values)} weights for {len(rows)} rows", path=self.path,
-                                fix=FIX_ARCHIVE)
-            self._values[term] = values
-        return rows, self._values[term]
+        rows, values = self._places[term]
+        if rows >= 0:
+            n = self._lengths[term]
+            return self.words[rows:rows + n], self.floats[values:values + n]
+        if self._lengths[term] == 0 and term not in self._read:
+            return np.zeros(0, np.int32), np.zeros(0, np.float32)
+        return self._read_list(term)
+
+    def place(self, term: int) -> tuple[int, int] | None:
+        """Where the rows and weights of ``term`` start in :attr:`words` / :attr:`floats`, or None where they were
+        read into memory (or ``term`` has no list)."""
+        rows, values = self._places[term] if 0 <= term < self.vocabulary else (-1, -1)
+        return (int(rows), int(values)) if rows >= 0 else None
 
     def ids(self, rows: Iterable[int]) -> list[str]:
         """The passage ids of ``rows``."""
@@ -256,8 +319,8 @@ class HDF5SparseIndex:
 
     def stats(self) -> dict[str, Any]:
         """Counts: rows (named by the postings), ids (in doc_ids.pkl), terms with a list, postings, dim."""
-        postings = sum(len(rows) for rows in self._rows.values())
-        mapped = sum(1 for rows in self._rows.values() if len(rows) and self.in_place(rows))
+        postings = int(self._lengths.sum())
+        mapped = int(((self._places[:, 0] >= 0) & (self._lengths > 0)).sum())
         return {"kind": SPARSE_HDF5, "folder": str(self.folder), "rows": self.count, "ids": len(self.passage_ids),
                 "terms": len(self.terms), "largest_term": self.vocabulary - 1, "dim": self.dim, "postings": postings,
                 "postings_per_row": round(postings / max(1, self.count), 2), "lists_mapped_in_place": mapped,
@@ -290,7 +353,7 @@ class HDF5SparseIndex:
             report.problems.append(f"dim is {self.dim}, neither the {len(self.terms)} lists nor the vocabulary")
         dist = self.distribution()
         if dist is not None:
-            lengths = {term: len(rows) for term, rows in self._rows.items()}
+            lengths = dict(zip(self.terms.tolist(), self._lengths[self.terms].tolist()))
             wrong = sorted(t for t in set(dist) | set(lengths) if dist.get(t, 0) != lengths.get(t, 0))
             if wrong:
                 report.problems.append(f"{DIST} disagrees with {ARRAY} on {len(wrong)} terms, e.g. "

@@ -119,6 +119,22 @@ def strings_at(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def joined_strings(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The UTF-8 bytes of the strings whose opcodes are at ``offsets``, joined by newlines."""
+    places = strings_at(buf, offsets)
+    out = np.empty(places[:, 1].sum() + len(offsets) - 1, np.uint8)
+    at = 0
+    for i in range(len(offsets)):
+        if i:
+            out[at] = 10
+            at += 1
+        start, length = places[i, 0], places[i, 1]
+        out[at:at + length] = buf[start:start + length]
+        at += length
+    return out
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def id_hashes(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """FNV-1a (64 bits) of every id's bytes."""
@@ -172,89 +188,149 @@ def check_list(rows: np.ndarray, values: np.ndarray, count: int) -> tuple[bool, 
     return order, outside, weights
 
 
-@numba.njit(cache=True, nogil=True)
-def _worse(score_a: float, row_a: int, score_b: float, row_b: int) -> bool:
-    """Whether hit a ranks below hit b: a lower score, or the same score and a later row."""
-    return score_a < score_b or (score_a == score_b and row_a > row_b)
+CHECK, PART = 256, 32  # rows a block's scores are checked by (a vectorised max), and a hit's part re-read by
+FIRST_ROWS = 1024  # rows of each range scored before the ranges' candidates first set a shared floor
 
 
 @numba.njit(cache=True, nogil=True)
-def _sift_down(scores: np.ndarray, rows: np.ndarray, size: int) -> None:
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            return
-        if child + 1 < size and _worse(scores[child + 1], rows[child + 1], scores[child], rows[child]):
-            child += 1
-        if not _worse(scores[child], rows[child], scores[i], rows[i]):
-            return
-        scores[i], scores[child] = scores[child], scores[i]
-        rows[i], rows[child] = rows[child], rows[i]
-        i = child
+def _bits(value: float) -> int:
+    """The int32 bits of a float32: for scores >= 0 they order as the floats do."""
+    one = np.zeros(1, np.float32)
+    one[0] = value
+    return int(one.view(np.int32)[0])
 
 
 @numba.njit(cache=True, nogil=True)
-def _sift_up(scores: np.ndarray, rows: np.ndarray, i: int) -> None:
-    while i:
-        parent = (i - 1) // 2
-        if not _worse(scores[i], rows[i], scores[parent], rows[parent]):
-            return
-        scores[i], scores[parent] = scores[parent], scores[i]
-        rows[i], rows[parent] = rows[parent], rows[i]
-        i = parent
+def _keep_best(scores: np.ndarray, rows: np.ndarray, n: int, k: int) -> tuple[int, float]:
+    """Keep the best ``k`` of the first ``n`` candidates (rows ascending: of equal scores the earlier are kept),
+    in order; returns how many are kept and the ``k``-th score (a later row must beat it)."""
+    kth = -np.partition(-scores[:n], k - 1)[k - 1]
+    ties = k
+    for j in range(n):
+        ties -= scores[j] > kth
+    kept = 0
+    for j in range(n):
+        score = scores[j]
+        if score > kth or (score == kth and ties > 0):
+            ties -= score == kth
+            scores[kept], rows[kept] = score, rows[j]
+            kept += 1
+    return kept, kth
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def top_k(words: np.ndarray, floats: np.ndarray, starts: np.ndarray, lengths: np.ndarray, weights: np.ndarray,
-          count: int, k: int, block: int, spans: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ``k`` best rows of each of ``spans`` row ranges (run in parallel) by the float32 dot product with the
-    query's ``weights``; term ``t``'s rows are ``words[starts[t, 0]:][:lengths[t]]``, its weights
-    ``floats[starts[t, 1]:][:lengths[t]]``. Each row's sum is taken term by term in the order given (ascending term
-    ids: the organizers' scatter-add's order, so the same float32 bits); rows scoring 0 are left out; ties go to the
-    earlier row.
-
-    Each range is walked in blocks of ``block`` rows: every term's postings falling in the block (a cursor per term,
-    rows ascending) are added into one block-local float32 array that stays in cache, then the block's positive
-    scores enter a k-heap (root: the worst kept hit) when they beat its root. Returns ``(scores, rows, kept)``:
-    ``spans x k`` arrays and the hits kept per range."""
+def _score_rows(words: np.ndarray, floats: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                weights: np.ndarray, count: int, k: int, block: int, width: int, first: int, last: int,
+                cursor: np.ndarray, found_scores: np.ndarray, found_rows: np.ndarray, kept: np.ndarray,
+                floors: np.ndarray) -> None:
+    """Rows ``[first, last)`` of every range of ``width`` rows, the ranges in parallel, in blocks of ``block`` rows:
+    every term's postings in the block (``cursor``: each range's next posting of each term) are added into a
+    block-local float32 array (in cache), then the rows scoring above the range's floor (``floors``: int32 bits;
+    a vectorised max of ``CHECK`` rows, then of ``PART``) are appended to the range's candidates; a full candidate
+    array keeps its best ``k``."""
     terms = len(weights)
-    width = ((count + spans - 1) // spans + block - 1) // block * block
-    top_scores = np.zeros((spans, k), np.float32)
-    top_rows = np.zeros((spans, k), np.int64)
-    kept = np.zeros(spans, np.int64)
-    for span in numba.prange(spans):
-        low, high = span * width, min(count, (span + 1) * width)
+    room = found_scores.shape[1]
+    for span in numba.prange(len(kept)):
+        low = span * width + first
+        high = min(count, span * width + last, (span + 1) * width)
         if low >= high:
             continue
-        cursor = np.zeros(terms, np.int64)
-        for t in range(terms):
-            cursor[t] = starts[t, 0] + np.searchsorted(words[starts[t, 0]:starts[t, 0] + lengths[t]], low)
         local = np.zeros(block, np.float32)
-        scores, rows = top_scores[span], top_rows[span]
-        size = 0
+        bits = local.view(np.int32)
+        scores, rows = found_scores[span], found_rows[span]
+        n, floor = kept[span], floors[span]
         for start in range(low, high, block):
             end = min(high, start + block)
             for t in range(terms):
-                first = cursor[t]
-                cursor[t] = last = first + np.searchsorted(words[first:starts[t, 0] + lengths[t]], end)
+                at = cursor[span, t]
+                cursor[span, t] = stop = at + np.searchsorted(words[at:starts[t, 0] + lengths[t]], end)
                 # the block's postings of the term as views: the loop reads two arrays in step (2x faster than
                 # indexing the whole file's arrays with an offset, measured at 2M passages)
-                found, values = words[first:last], floats[first + starts[t, 1] - starts[t, 0]:last + starts[t, 1]
-                                                           - starts[t, 0]]
+                shift = starts[t, 1] - starts[t, 0]
+                found, values = words[at:stop], floats[at + shift:stop + shift]
                 weight = weights[t]
-                for j in range(last - first):
+                for j in range(stop - at):
                     local[found[j] - start] += weight * values[j]
-            for i in range(end - start):
-                score = local[i]
-                if score > 0:
-                    local[i] = 0
-                    if size < k:
-                        scores[size], rows[size] = score, start + i
-                        _sift_up(scores, rows, size)
-                        size += 1
-                    elif _worse(scores[0], rows[0], score, start + i):
-                        scores[0], rows[0] = score, start + i
-                        _sift_down(scores, rows, size)
-        kept[span] = size
-    return top_scores, top_rows, kept
+            for i in range(0, end - start, CHECK):
+                if bits[i:i + CHECK].max() > floor:
+                    for part in range(i, i + CHECK, PART):
+                        if bits[part:part + PART].max() > floor:
+                            if n + PART > room:
+                                n, kth = _keep_best(scores, rows, n, k)
+                                floor = max(floor, _bits(kth))
+                            for j in range(part, part + PART):
+                                scores[n], rows[n] = local[j], start + j
+                                n += bits[j] > floor
+            local[:end - start] = 0
+        kept[span], floors[span] = n, floor
+
+
+@numba.njit(cache=True, nogil=True)
+def _shared_floor(found_scores: np.ndarray, kept: np.ndarray, k: int) -> float:
+    """The ``k``-th best score of every range's candidates (no hit of the top ``k`` scores below it), or 0."""
+    total = kept.sum()
+    if total < k:
+        return 0.0
+    pool = np.empty(total, np.float32)
+    at = 0
+    for span in range(len(kept)):
+        pool[at:at + kept[span]] = -found_scores[span, :kept[span]]
+        at += kept[span]
+    return -np.partition(pool, k - 1)[k - 1]
+
+
+@numba.njit(cache=True, nogil=True)
+def top_k(words: np.ndarray, floats: np.ndarray, starts: np.ndarray, lengths: np.ndarray, weights: np.ndarray,
+          count: int, k: int, block: int, spans: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best rows by the float32 dot product with the query's ``weights`` (rows scoring 0 left out),
+    best first, ties to the earlier row: ``(rows, scores)``. Term ``t``'s rows are
+    ``words[starts[t, 0]:][:lengths[t]]``, its weights ``floats[starts[t, 1]:][:lengths[t]]``; each row's sum is taken
+    term by term in the order given (ascending term ids: the organizers' scatter-add's order, so the same float32
+    bits).
+
+    The rows are cut into ``spans`` ranges scored in parallel, in rounds of doubling size (``FIRST_ROWS`` rows of each
+    range, then twice as many, ...); after each round the ``k``-th best of all ranges' candidates becomes every
+    range's floor, so few rows past the first rounds are candidates (a range's own top k alone would let in
+    ``k ln(rows / k)`` a range)."""
+    if k < 1 or count == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    terms = len(weights)
+    width = ((count + spans - 1) // spans + block - 1) // block * block
+    cursor = np.zeros((spans, terms), np.int64)
+    for span in range(spans):
+        for t in range(terms):
+            cursor[span, t] = starts[t, 0] + np.searchsorted(words[starts[t, 0]:starts[t, 0] + lengths[t]],
+                                                             span * width)
+    room = 2 * k + PART
+    found_scores = np.zeros((spans, room), np.float32)
+    found_rows = np.zeros((spans, room), np.int64)
+    kept = np.zeros(spans, np.int64)
+    floors = np.zeros(spans, np.int32)
+    first, size = 0, FIRST_ROWS
+    while first < width:
+        last = min(width, first + size)
+        _score_rows(words, floats, starts, lengths, weights, count, k, block, width, first, last, cursor,
+                    found_scores, found_rows, kept, floors)
+        floor = _shared_floor(found_scores, kept, k)
+        if floor > 0:
+            for span in range(spans):
+                floors[span] = max(floors[span], _bits(floor) - 1)  # a score equal to it may still win on its row
+                n = 0
+                for j in range(kept[span]):
+                    if found_scores[span, j] >= floor:
+                        found_scores[span, n], found_rows[span, n] = found_scores[span, j], found_rows[span, j]
+                        n += 1
+                kept[span] = n
+        first, size = last, 2 * size
+    keys = np.empty(kept.sum(), np.int64)  # best first: descending score bits, then ascending row
+    at = 0
+    for span in range(spans):
+        bits = found_scores[span].view(np.int32)
+        for j in range(kept[span]):
+            keys[at] = (np.int64(2**31 - 1 - bits[j]) << 32) | found_rows[span, j]
+            at += 1
+    keys.sort()
+    keys = keys[:k]
+    rows = keys & 0xFFFFFFFF
+    scores = (2**31 - 1 - (keys >> 32)).astype(np.int32).view(np.float32)
+    return rows, scores

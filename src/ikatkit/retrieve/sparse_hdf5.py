@@ -93,17 +93,16 @@ class HDF5SparseSearcher:
 
     def _top(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows and float32 scores of the top ``k``, by score then row."""
-        if self._device_lists is not None:
-            rows, scores = self._device_lists.top(terms, weights, k)
-        else:
-            rows, scores = _cpu_top(self.index, terms, weights, k, self.threads)
+        if self._device_lists is None:
+            return _cpu_top(self.index, terms, weights, k, self.threads)
+        rows, scores = self._device_lists.top(terms, weights, k)
         order = np.lexsort((rows, -scores))[:k]
         return rows[order], scores[order]
 
 
 def _cpu_top(index: HDF5SparseIndex, terms: np.ndarray, weights: np.ndarray, k: int, threads: int | None
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Candidates (each span's top k) by the numba kernel on ``threads`` threads, restored after."""
+    """The top ``k`` by the numba kernel on ``threads`` threads (numba's count restored after)."""
     import numba
 
     from ikatkit.index import sparse_hdf5_kernels as kernels
@@ -113,32 +112,29 @@ def _cpu_top(index: HDF5SparseIndex, terms: np.ndarray, weights: np.ndarray, k: 
         if len(rows) and rows[-1] >= index.count:
             raise IkatError(f"the postings of term {term} name row {rows[-1]}, past the {index.count} ids",
                             path=index.path, fix="index verify names every such list; extract the index again")
-    words, floats, starts = _located(index, lists)
+    words, floats, starts = _located(index, terms, lists)
     lengths = np.array([len(rows) for rows, _ in lists], dtype=np.int64)
     before = numba.get_num_threads()
     most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]  # numba sets its config at import
     numba.set_num_threads(min(threads or before, most))
     try:
-        scores, rows, kept = kernels.top_k(words, floats, starts, lengths, weights, index.count, k, BLOCK,
-                                           SPANS_PER_THREAD * numba.get_num_threads())
+        return kernels.top_k(words, floats, starts, lengths, weights, index.count, k, BLOCK,
+                             SPANS_PER_THREAD * numba.get_num_threads())
     finally:
         numba.set_num_threads(before)
-    valid = np.arange(scores.shape[1]) < kept[:, None]
-    return rows[valid], scores[valid]
 
 
-def _located(index: HDF5SparseIndex, lists: list[tuple[np.ndarray, np.ndarray]]
+def _located(index: HDF5SparseIndex, terms: np.ndarray, lists: list[tuple[np.ndarray, np.ndarray]]
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(words, floats, starts)`` for the kernel: the mapped file's int32 and float32 views and each list's start
     in them, or, when a list was read through h5py (chunked, compressed), all the lists copied into one pool."""
-    words, floats = index.words, index.floats
     starts = np.zeros((len(lists), 2), dtype=np.int64)
-    for i, pair in enumerate(lists):
-        for j, array in enumerate(pair):
-            if len(array) and not index.in_place(array):
-                return _pooled(lists)
-            starts[i, j] = (array.ctypes.data - words.ctypes.data) // 4 if len(array) else 0
-    return words, floats, starts
+    for i, term in enumerate(terms.tolist()):
+        place = index.place(term)
+        if place is None:
+            return _pooled(lists)
+        starts[i] = place
+    return index.words, index.floats, starts
 
 
 def _pooled(lists: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
