@@ -309,6 +309,20 @@ def test_verify_finds_bad_ids_and_bad_lists(tmp_path):
         "rows not strictly ascending in 1 lists, e.g. terms [9]"]
 
 
+def test_ids_of_any_text_are_read_as_pickled(tmp_path):
+    """Ids gathered and decoded in one piece come back as pickle.load reads them, an id with a newline (which the
+    one-piece path cannot split) or non-ASCII text included, in the order asked, repeats too."""
+    from ikatkit.index.sparse_hdf5 import PassageIds
+
+    ids = ["clueweb22-en0000-00-00000:0", "zweite\nzeile", "ünïcödé-€", "", "clueweb22-en0000-00-00001:3" * 20]
+    path = tmp_path / "doc_ids.pkl"
+    path.write_bytes(pickle.dumps(ids, protocol=5))
+    found = PassageIds(path)
+    assert found.ids([4, 0, 2, 2]) == [ids[4], ids[0], ids[2], ids[2]]
+    assert found.ids(range(len(ids))) == ids and found.ids(np.array([1, 3])) == [ids[1], ids[3]]
+    assert found.ids([]) == []
+
+
 def test_the_commands_read_it_as_it_comes(built, passages_jsonl, tmp_path, capsys):
     """``index stats``, ``index verify`` (with and without the model) and ``search --sparse`` over the folder as the
     organizers ship it: the run is the searcher's own ranking, it says which model encoded the queries and at which
