@@ -159,3 +159,104 @@ def test_first_project_prints_what_the_page_quotes(ikat2023, tmp_path, monkeypat
             assert main(args) == 0, command
             printed += capsys.readouterr().out
         assert SECONDS.sub("T s", printed).splitlines() == SECONDS.sub("T s", quoted).splitlines(), commands
+
+
+# --- docs/rehearsal-2026.md: the same, with shell lines and the simulator in the background ------------------------
+
+HEREDOC = re.compile(r"<<-?'?(\w+)'?")
+
+
+def _steps(body: str) -> list[tuple[str, str]]:
+    """A ``bash`` block's lines in order as ``(kind, line)``: kind ``ikatkit`` (a command, continuation lines joined,
+    as :func:`_command_outputs` reads it), ``export`` or ``sh`` (any other line, a here-document with its lines);
+    blank lines and comments left out."""
+    lines = body.replace("\\\n", " ").splitlines()
+    steps = []
+    while lines:
+        line = lines.pop(0).strip()
+        if not line or line.startswith("#"):
+            continue
+        if here := HEREDOC.search(line):
+            end = lines.index(here[1]) + 1
+            line, lines = "\n".join([line, *lines[:end]]), lines[end:]
+        steps.append((line.split()[0] if line.split()[0] in ("ikatkit", "export") else "sh", line))
+    return steps
+
+
+def test_steps_keep_the_order_and_a_here_document_whole():
+    body = ("mkdir -p a\ncat > a/x.toml <<'EOF'\nu1 = 9\n# not a comment here\nEOF\nexport R=a T=b\n"
+            "ikatkit simulate --topics $T \\\n    --port 1 &\n")
+    assert _steps(body) == [("sh", "mkdir -p a"), ("sh", "cat > a/x.toml <<'EOF'\nu1 = 9\n# not a comment here\nEOF"),
+                            ("export", "export R=a T=b"), ("ikatkit", "ikatkit simulate --topics $T      --port 1 &")]
+
+
+@pytest.mark.slow
+def test_rehearsal_2026_prints_what_the_page_quotes(ikat2023, tmp_path, monkeypatch, capsys):
+    """Every command of docs/rehearsal-2026.md, run as written from a folder beside ``../shared/ikat`` (the data's
+    folder linked there) with the checkout's ``configs``, prints the lines the page quotes after it, in order, but
+    for the seconds it took: the shell lines in bash, ``export`` into the environment, ``ikatkit ... &`` (the
+    simulator) as a process in the background, on a free port instead of the page's (its line read from its
+    standard output), the other ikatkit commands in this process. 94 s on the 2-core machine (load about 1)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from serving import wait_until_serving
+
+    from ikatkit.cli import main
+    from ikatkit.llm.server import free_port
+
+    page = DOCS / "rehearsal-2026.md"
+    assert [c.split()[1] for commands, _ in _command_outputs(page) for c in commands] == [
+        "index", "simulate", "interactive", "interactive", "validate", "validate", "eval", "eval", "eval", "eval",
+        "eval-responses", "eval-responses"]
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "ikat").symlink_to(ikat2023.parent)
+    work = tmp_path / "main"
+    work.mkdir()
+    (work / "configs").symlink_to(ROOT / "configs")
+    monkeypatch.chdir(work)
+    port = str(free_port())
+
+    def local(text: str) -> str:
+        return text.replace("127.0.0.1:8626", f"127.0.0.1:{port}").replace("--port 8626", f"--port {port}")
+
+    blocks = FENCE.findall(page.read_text(encoding="utf-8"))
+    ran, servers = [], []
+    try:
+        for (kind, body), (next_kind, quoted) in zip(blocks, [*blocks[1:], ("", "")]):
+            if kind != "bash":
+                continue
+            commands, printed = [], ""
+            for step, line in _steps(body):
+                if step == "sh":
+                    subprocess.run(["bash", "-ec", line], check=True)
+                elif step == "export":
+                    for assignment in shlex.split(line)[1:]:
+                        name, _, value = assignment.partition("=")
+                        monkeypatch.setenv(name, os.path.expandvars(value))
+                else:
+                    commands.append(line)
+                    args = shlex.split(os.path.expandvars(local(line)).removesuffix("&"))
+                    if line.endswith("&"):
+                        out, err = (tmp_path / f"background-{len(servers)}.{s}" for s in ("out", "err"))
+                        with out.open("w") as stdout, err.open("w") as stderr:
+                            servers.append(subprocess.Popen([sys.executable, "-m", "ikatkit.cli", *args[1:]],
+                                                            stdout=stdout, stderr=stderr,
+                                                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")}))
+                        wait_until_serving(servers[-1], f"http://127.0.0.1:{port}", 120, err.read_text)
+                        printed += out.read_text()
+                    else:
+                        assert main(args[1:]) == 0, line
+                        printed += capsys.readouterr().out
+            if commands:
+                assert next_kind == "text", f"no output quoted after {commands}"
+                ran.append((commands, printed))
+                assert SECONDS.sub("T s", printed).splitlines() == SECONDS.sub("T s", local(quoted)).splitlines(), \
+                    commands
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    assert [commands for commands, _ in ran] == [commands for commands, _ in _command_outputs(page)]
