@@ -10,8 +10,9 @@ A folder holding (what ``shubham526/ikat-2024``'s ``splade_indexer.py`` writes t
 - ``index_dist.json``: ``{term: posting-list length}``.
 
 Nothing is loaded whole and nothing is copied: h5py's ``create_dataset(data=...)`` writes contiguous, uncompressed
-datasets, so each posting list is a zero-copy view of one ``numpy.memmap`` of the file (its offset from
-``dataset.id.get_offset()``); a chunked, compressed or other-dtype list is read through h5py instead, once.
+datasets, so each posting list is a zero-copy view of one ``numpy.memmap`` of the file, its place read from the
+file's own metadata (:mod:`ikatkit.index.hdf5_layout`, all 61,045 datasets in one pass; h5py a dataset at a time
+where that reader does not know the file); a chunked, compressed or other-dtype list is read through h5py, once.
 ``doc_ids.pkl`` is not unpickled (116.8M Python strings would take minutes and tens of GB): its opcodes are scanned
 by a numba kernel into one offset per row, in parallel over the pickle's frames (protocol 4+), and only the rows a
 search returns become strings. Opening checks the files' shapes and that the rows the postings name (the largest
