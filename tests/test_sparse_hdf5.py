@@ -369,9 +369,9 @@ def test_the_commands_read_it_as_it_comes(built, passages_jsonl, tmp_path, capsy
 
 def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built, passages_index, ikat2023, tmp_path):
     """configs/splade_rr_baseline.toml with only the path (and what loads offline: the random query model, a
-    cross-encoder made from MiniLM re-ranking the top 3 at 128 tokens, the top passage for the LLM's answer) over the organizers'
-    layout, on all 25 conversations of the 2023 test topics: every turn's SPLADE top 1,000 is the exact search's,
-    re-ranking and responses read their texts from the BM25 index, and the run validates as an official one."""
+    cross-encoder made from MiniLM re-ranking the top 3 at 128 tokens, the top passage for the LLM's answer) over the
+    organizers' layout, on all 25 conversations of the 2023 test topics: every turn's SPLADE top 1,000 is the exact
+    search's, re-ranking and responses read their texts from the BM25 index, and the run validates as an official one."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -384,7 +384,8 @@ def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built
     cross_encoder = tmp_path / "cross-encoder"
     CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(cross_encoder))
     text = (ROOT / "configs" / "splade_rr_baseline.toml").read_text(encoding="utf-8")
-    for shipped, here in (('model = "cross-encoder/ms-marco-MiniLM-L-12-v2"', f'model = "{cross_encoder}"\nmax_length = 128'),
+    for shipped, here in (('model = "cross-encoder/ms-marco-MiniLM-L-12-v2"',
+                           f'model = "{cross_encoder}"\nmax_length = 128'),
                           ('path = "indexes/ikat23-splade"\nmodel = "naver/splade-cocondenser-ensembledistil"',
                            f'path = "{built.folder}"\nmodel = "{built.model}"\nmax_length = {PASSAGE_LENGTH}'),
                           ('stage = "rerank"\nranker = "reranker"', 'stage = "rerank"\nranker = "reranker"\ndepth = 3'),
