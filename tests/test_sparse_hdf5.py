@@ -371,7 +371,8 @@ def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built
     """configs/splade_rr_baseline.toml with only the path (and what loads offline: the random query model, a
     cross-encoder made from MiniLM re-ranking the top 3 at 128 tokens, the top passage for the LLM's answer) over the
     organizers' layout, on all 25 conversations of the 2023 test topics: every turn's SPLADE top 1,000 is the exact
-    search's, re-ranking and responses read their texts from the BM25 index, and the run validates as an official one."""
+    search's, re-ranking and responses read their texts from the BM25 index, and the run validates as an official
+    one."""
     import torch
     from sentence_transformers import CrossEncoder
 
