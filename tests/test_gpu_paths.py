@@ -188,8 +188,8 @@ def test_gpu_bench_rehearses_every_part_on_the_cpu(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     parts = json.loads((tmp_path / "gpu.json").read_text(encoding="utf-8"))
     assert list(parts) == ["environment", "dense_encoder_minilm_l6", "bi_encoder_minilm_l6", "cross_encoder_minilm_l6",
-                           "splade_encoder_bert_base", "cross_encoder_minilm_l12", "llama_2_7b_fp16",
-                           "llama_2_7b_4bit", "rtg_turn_end_to_end", "llama_3_8b_fp16"]
+                           "splade_encoder_bert_base", "sparse_hdf5_search", "cross_encoder_minilm_l12",
+                           "llama_2_7b_fp16", "llama_2_7b_4bit", "rtg_turn_end_to_end", "llama_3_8b_fp16"]
     assert not [name for name, part in parts.items() if "error" in part or "skipped" in part
                 and name != "llama_2_7b_4bit"]
     assert parts["environment"]["gpu"].startswith("none: a rehearsal")
@@ -202,6 +202,8 @@ def test_gpu_bench_rehearses_every_part_on_the_cpu(tmp_path):
     splade = parts["splade_encoder_bert_base"]
     assert splade["float32"]["terms_per_passage"] > 0 and splade["bfloat16"]["placement"]["dtype"] == "bfloat16"
     assert splade["bfloat16"]["against_float32"]["terms_jaccard_mean"] > 0.8
+    organizers = parts["sparse_hdf5_search"]  # the device path (torch on the CPU here) against the numba kernel
+    assert (organizers["passages"], organizers["same_top_1000"]) == (5000, "4 of 4")
     for shape in ("llama_2_7b_fp16", "llama_3_8b_fp16"):
         assert set(parts[shape]) == {"eager", "static", "seconds"}
         assert all(parts[shape][d]["batch8_tokens_per_s"] > 0 for d in ("eager", "static"))
