@@ -62,6 +62,8 @@ def test_fine_tuning_is_seeded_and_survives_saving(architecture: str, labelled_p
     again = FineTuned.train(architecture, "bundled:minilm", pairs, labels, epochs=1, seed=0)
     scores = first.score(pairs)
     assert np.array_equal(scores, again.score(pairs))
+    # placed as every model ikatkit runs (ikatkit.placement): the CPU, float32, one thread, whatever the machine has
+    assert (first.placement.device, first.placement.dtype, first.threads) == ("cpu", "float32", 1)
     low, high = (0.0, 1.0) if architecture == "cross" else (-1.0, 1.0)  # a probability; a cosine
     assert scores.shape == (24,) and ((low <= scores) & (scores <= high)).all() and scores.std() > 0
     first.save(tmp_path / "m")

@@ -103,15 +103,18 @@ def _train(examples: list[Example], out: Path, settings: TrainSettings, checkpoi
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     from ikatkit.llm.hf import load_model
+    from ikatkit.placement import decide, machine
 
     if checkpoint_every < 1:
         raise IkatError(f"checkpoint_every = {checkpoint_every}", where="--checkpoint-every", fix="pass 1 or more")
     torch.manual_seed(settings.seed)
-    gpu = torch.cuda.is_available()
+    placement = decide("llm", machine())  # where the base model runs: a GPU trains QLoRA (4-bit), a CPU float32
+    gpu = placement.device != "cpu"
     parts = _fingerprint(examples, settings, gpu)
     saved = checkpoint_path(out)
     state = _resumed(saved, parts, restart)
-    tokenizer, model = load_model(settings.model, quantization="4bit" if gpu else None)
+    tokenizer, model = load_model(settings.model, quantization="4bit" if gpu else None,
+                                  placement=None if gpu else placement)
     if gpu:
         model = prepare_model_for_kbit_training(model)
     model = get_peft_model(model, LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,

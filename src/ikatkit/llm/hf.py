@@ -57,7 +57,7 @@ def load_base(model: str, quantization: str | None = None, gguf_file: str | None
         if quantization not in QUANTIZATIONS:
             raise IkatError(f"unknown quantization {quantization!r}", where="llm.quantization",
                             fix=f"use one of {QUANTIZATIONS} or leave it out")
-        if not torch.cuda.is_available():
+        if machine().device != "cuda":
             raise IkatError(f"{quantization} quantization needs a CUDA GPU (bitsandbytes)", where="llm.quantization",
                             fix="drop `quantization` from the config on a CPU machine")
         from transformers import BitsAndBytesConfig

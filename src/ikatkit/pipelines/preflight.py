@@ -200,9 +200,9 @@ def hub_endpoint() -> str:
 
 
 def cuda_available() -> bool:
-    import torch
+    from ikatkit.placement import machine
 
-    return bool(torch.cuda.is_available())
+    return machine().device == "cuda"
 
 
 @lru_cache(maxsize=None)

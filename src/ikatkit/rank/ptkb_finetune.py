@@ -2,7 +2,8 @@
 
 Both start from the same weights as the ranker (``bundled:minilm``, all-MiniLM-L6-v2) and are trained on the
 labelled (turn, statement) pairs (1: the turn's ``ptkb_provenance`` cites the statement) with a plain, seeded
-PyTorch loop on the CPU on one thread (the same seed gives the same weights):
+PyTorch loop on the CPU in float32 on one thread (its placement, :class:`ikatkit.placement.PlacedModel`'s: the same
+seed gives the same weights):
 
 - ``bi``: the sentence-transformers model, trained so that the cosine of the turn text and the statement
   approaches the label (mean squared error, sentence-transformers' ``CosineSimilarityLoss``); the score is the
@@ -23,9 +24,11 @@ from typing import Any
 import numpy as np
 
 from ikatkit.errors import IkatError
-from ikatkit.placement import torch_threads
+from ikatkit.placement import PlacedModel, torch_threads
 
 ARCHITECTURES = ("bi", "cross")
+KINDS = {"bi": "bi-encoder", "cross": "cross-encoder"}  # each architecture's model kind (ikatkit.placement)
+PLACEMENT = ("cpu", "float32", 1)  # device, dtype, threads: one seed gives one set of weights
 CONTEXT_TURNS = 2
 BATCH = 16
 LEARNING_RATE = 2e-5
@@ -50,12 +53,15 @@ def _batches(n: int, epochs: int, seed: int) -> Iterator[list[int]]:
             yield order[start:start + BATCH]
 
 
-class FineTuned:
-    """A fine-tuned scorer of (turn text, statement) pairs: :meth:`train` one, :meth:`save` / :meth:`load` it."""
+class FineTuned(PlacedModel):
+    """A fine-tuned scorer of (turn text, statement) pairs: :meth:`train` one, :meth:`save` / :meth:`load` it. Its
+    placement: the CPU, float32, one thread (:data:`PLACEMENT`), trained and scored there whatever the machine has."""
 
     def __init__(self, architecture: str, model: Any, tokenizer: Any = None) -> None:
+        self.kind = KINDS[architecture]
+        super().__init__(*PLACEMENT)
         self.architecture = architecture
-        self.model = model
+        self.model = self.placed(model)
         self.tokenizer = tokenizer
 
     @classmethod
@@ -71,12 +77,13 @@ class FineTuned:
 
         if architecture not in ARCHITECTURES:
             raise IkatError(f"unknown architecture {architecture!r}", fix=f"use one of {list(ARCHITECTURES)}")
-        with torch_threads(1), torch.random.fork_rng():
+        with torch_threads(PLACEMENT[2]), torch.random.fork_rng():
             torch.manual_seed(seed)  # the new head's weights and dropout
             if architecture == "bi":
                 from sentence_transformers import SentenceTransformer
 
-                scorer = cls("bi", SentenceTransformer(resolve_model(base), device="cpu", local_files_only=True))
+                scorer = cls("bi", SentenceTransformer(resolve_model(base), device=PLACEMENT[0],
+                                                       local_files_only=True))
             else:
                 from transformers import AutoModelForSequenceClassification, AutoTokenizer, logging
 
@@ -127,7 +134,7 @@ class FineTuned:
 
         if not pairs:
             return np.zeros(0)
-        with torch_threads(1), torch.inference_mode():
+        with self.computing(), torch.inference_mode():
             if self.architecture == "bi":
                 texts = list(dict.fromkeys(text for pair in pairs for text in pair))
                 vectors = {t: self.model(self.model.preprocess([t]))["sentence_embedding"] for t in texts}
@@ -154,7 +161,7 @@ class FineTuned:
             if architecture == "bi":
                 from sentence_transformers import SentenceTransformer
 
-                return cls("bi", SentenceTransformer(str(folder), device="cpu", local_files_only=True))
+                return cls("bi", SentenceTransformer(str(folder), device=PLACEMENT[0], local_files_only=True))
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
             network = AutoModelForSequenceClassification.from_pretrained(str(folder), local_files_only=True)
