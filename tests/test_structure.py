@@ -192,51 +192,204 @@ FOUNDATION = ("ikatkit.index.job", "ikatkit.index.manifest", "ikatkit.index.luce
               "ikatkit.index.texts", "ikatkit.placement")
 
 
+def kind_imports(graph: dict[str, set[str]]) -> list[tuple[str, set[str]]]:
+    """``(module, the other kinds' modules it imports)`` for each index kind's module and each foundation module that
+    imports a kind's; a kind whose modules are missing from ``graph`` is reported with them."""
+    every = set().union(*INDEX_KINDS.values())
+    found = [(kind, modules - set(graph)) for kind, modules in INDEX_KINDS.items() if not modules <= set(graph)]
+    for kind, modules in INDEX_KINDS.items():
+        allowed = modules | ({"ikatkit.index.build"} if kind == "partitions" else set())  # builds its BM25 parts
+        found += [(module, graph[module] & (every - allowed)) for module in sorted(modules & set(graph))
+                  if graph[module] & (every - allowed)]
+    found += [(module, graph[module] & every) for module in FOUNDATION if graph.get(module, set()) & every]
+    return found
+
+
 def test_no_index_kind_imports_another():
     """A kind's index module and searcher import the foundation and the shared encoders, never another kind's
     modules (only ``ikatkit/artifact.py``, the table of kinds, names them all); the foundation imports no kind."""
     graph = import_graph()
+    assert kind_imports(graph) == []
     every = set().union(*INDEX_KINDS.values())
-    for kind, modules in INDEX_KINDS.items():
-        assert modules <= set(graph), kind
-        allowed = modules | ({"ikatkit.index.build"} if kind == "partitions" else set())  # builds its BM25 parts
-        for module in modules:
-            assert not graph[module] & (every - allowed), (module, graph[module] & (every - allowed))
-    for module in FOUNDATION:
-        assert not graph[module] & every, (module, graph[module] & every)
     searchers = {module for module in every if module.startswith("ikatkit.retrieve.")}
     assert len(searchers) == len(INDEX_KINDS) and searchers <= graph["ikatkit.artifact"]  # the table of kinds
 
 
-def _calls(name: str, on: str | None = None) -> list[str]:
-    """Where src calls ``name`` (a function or class, by its last dotted part; ``on``: only as ``on.name``)."""
-    found = []
-    for path in (SRC / "ikatkit").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call):
-                func = node.func
-                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-                owner = getattr(func.value, "id", None) if isinstance(func, ast.Attribute) else None
-                if called == name and on in (None, owner):
-                    found.append(str(path.relative_to(SRC / "ikatkit")))
+def _package(root: Path, modules: dict[str, str]) -> Path:
+    """A package tree under ``root`` of ``modules`` (dotted name -> source), every folder a package."""
+    for name, body in modules.items():
+        parts = name.split(".")
+        path = root.joinpath(*parts).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for depth in range(1, len(parts)):
+            root.joinpath(*parts[:depth], "__init__.py").touch()
+        path.write_text(body, encoding="utf-8")
+    return root
+
+
+def test_the_kind_check_finds_a_kind_importing_another(tmp_path):
+    """Every kind's modules as empty files: none found; then one import of another kind's module, at module level or
+    inside a function, by a kind or by the foundation: each is found."""
+    empty = dict.fromkeys([*set().union(*INDEX_KINDS.values()), *FOUNDATION, "ikatkit.artifact"], "")
+    assert kind_imports(import_graph(_package(tmp_path / "clean", empty))) == []
+    for module, body, found in (
+            ("ikatkit.index.dense", "from ikatkit.index.sparse import build_sparse\n", "ikatkit.index.sparse"),
+            ("ikatkit.retrieve.sparse", "def f():\n    from ikatkit.retrieve import bm25\n", "ikatkit.retrieve.bm25"),
+            ("ikatkit.index.job", "import ikatkit.index.dense\n", "ikatkit.index.dense")):
+        root = _package(tmp_path / module, {**empty, module: body})
+        assert kind_imports(import_graph(root)) == [(module, {found})]
+
+
+def torch_thread_setters(src: Path = SRC) -> set[str]:
+    """The files of ``src/ikatkit`` that set PyTorch's threads: ``torch.set_num_threads`` or
+    ``set_num_interop_threads`` called through any name torch is imported as, or imported from torch by name."""
+    setters = {"set_num_threads", "set_num_interop_threads"}
+    found = set()
+    for path in (src / "ikatkit").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                   for alias in node.names if alias.name == "torch"}
+        functions = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                     and node.module == "torch" for alias in node.names if alias.name in setters}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr in setters and isinstance(func.value, ast.Name)
+                    and func.value.id in modules) or (isinstance(func, ast.Name) and func.id in functions):
+                found.add(str(path.relative_to(src / "ikatkit")))
     return found
 
 
 def test_only_the_encoder_base_sets_torch_threads():
     """PyTorch's threads are set for a model's call and restored (``placement.torch_threads``), never process-wide
     by a module of its own."""
-    assert set(_calls("set_num_threads", "torch")) == {"placement.py"}
+    assert torch_thread_setters() == {"placement.py"}
+
+
+@pytest.mark.parametrize("body", [
+    "import torch\ntorch.set_num_threads(4)\n",
+    "import torch as th\n\ndef f():\n    th.set_num_interop_threads(2)\n",
+    "from torch import set_num_threads as threads\nthreads(1)\n",
+])
+def test_the_thread_check_finds_torch_threads_set_any_way(body, tmp_path):
+    """Each way a module may set PyTorch's threads is found; numba's and faiss's threads are not PyTorch's."""
+    src = _package(tmp_path, {"ikatkit.placement": "import torch\ntorch.set_num_threads(1)\n",
+                              "ikatkit.other": "import numba, faiss\nnumba.set_num_threads(2)\n"
+                                               "faiss.omp_set_num_threads(2)\n"})
+    assert torch_thread_setters(src) == {"placement.py"}
+    (src / "ikatkit" / "rogue.py").write_text(body, encoding="utf-8")
+    assert torch_thread_setters(src) == {"placement.py", "rogue.py"}
+
+
+def device_askers(src: Path = SRC) -> set[str]:
+    """The files of ``src/ikatkit`` that ask torch what the machine has (``*.cuda.is_available()``,
+    ``is_bf16_supported()``, ``get_device_name()``, ``device_count()``) to decide where a model runs."""
+    asks = {"is_available", "is_bf16_supported", "get_device_name", "device_count"}
+    return {str(path.relative_to(src / "ikatkit")) for path in (src / "ikatkit").rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in asks
+            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "cuda"}
+
+
+def test_only_placement_asks_where_a_model_runs():
+    """Where a model runs is decided by ``ikatkit.placement`` alone (``machine``, ``decide``): no module asks torch for
+    a GPU itself (the LoRA trainer, preflight and the LLM's quantization check did, issue 67)."""
+    assert device_askers() == {"placement.py"}
+
+
+def test_the_device_check_finds_a_module_asking_torch(tmp_path):
+    src = _package(tmp_path, {"ikatkit.placement": "import torch\ntorch.cuda.is_available()\n",
+                              "ikatkit.train": "import torch\ntorch.cuda.get_rng_state_all()\n"})
+    assert device_askers(src) == {"placement.py"}
+    (src / "ikatkit" / "train.py").write_text("def f(torch):\n    return torch.cuda.is_available()\n")
+    assert device_askers(src) == {"placement.py", "train.py"}
+
+
+def _calls(name: str, on: str | None = None, src: Path = SRC) -> list[str]:
+    """Where src calls ``name`` (a function or class, by its last dotted part; ``on``: only as ``on.name``)."""
+    found = []
+    for path in (src / "ikatkit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                owner = getattr(func.value, "id", None) if isinstance(func, ast.Attribute) else None
+                if called == name and on in (None, owner):
+                    found.append(str(path.relative_to(src / "ikatkit")))
+    return found
+
+
+SEARCHER_CLASSES = {"Bm25Searcher", "DenseSearcher", "SparseSearcher", "HDF5SparseSearcher", "PartitionedSearcher"}
+
+
+def _hands_a_class(expr: ast.expr) -> bool:
+    """Whether ``expr`` is what hands back a searcher class: ``SEARCHERS[...]()``, ``x.searcher_class()``,
+    ``x.factory()``, or the resource table's ``_searcher_class(kind)()``."""
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    named = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if isinstance(func, ast.Subscript) and getattr(func.value, "id", "") == "SEARCHERS":
+        return True
+    if named in ("searcher_class", "factory"):
+        return True
+    if isinstance(func, ast.Call):
+        inner = func.func
+        return (inner.attr if isinstance(inner, ast.Attribute) else getattr(inner, "id", "")) == "_searcher_class"
+    return False
+
+
+def searcher_builders(src: Path = SRC) -> dict[str, set[str]]:
+    """Searcher class -> the files of ``src/ikatkit`` outside ``artifact.py`` that build one: a call of the class by
+    name, or of a class the table of kinds or a folder hands back (:func:`_hands_a_class`)."""
+    found: dict[str, set[str]] = {name: set(_calls(name, src=src)) - {"artifact.py"} for name in SEARCHER_CLASSES}
+    for path in (src / "ikatkit").rglob("*.py"):
+        where = str(path.relative_to(src / "ikatkit"))
+        if where != "artifact.py" and any(isinstance(node, ast.Call) and _hands_a_class(node.func)
+                                          for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))):
+            found.setdefault("(a class from the table of kinds)", set()).add(where)
+    return {name: files for name, files in found.items() if files}
 
 
 def test_searchers_are_built_only_by_open_index():
     """The resource table, ``ikatkit search`` and every other caller build searchers through
-    ``ikatkit.artifact.open_index``; the searcher classes are named in src nowhere else."""
+    ``ikatkit.artifact.open_index``; the searcher classes are called in src nowhere else."""
     from ikatkit.artifact import SEARCHERS
 
-    classes = {cls.__name__ for cls in (found() for found in SEARCHERS.values())}
-    assert classes == {"Bm25Searcher", "DenseSearcher", "SparseSearcher", "HDF5SparseSearcher", "PartitionedSearcher"}
-    for name in classes:
-        assert set(_calls(name)) <= {"artifact.py"}, (name, _calls(name))
+    assert {cls.__name__ for cls in (found() for found in SEARCHERS.values())} == SEARCHER_CLASSES
+    assert searcher_builders() == {}
+
+
+def test_the_searcher_check_finds_a_searcher_built_elsewhere(tmp_path):
+    src = _package(tmp_path, {"ikatkit.artifact": "def f(p):\n    return Bm25Searcher(p), SEARCHERS['bm25']()(p)\n",
+                              "ikatkit.opts": "def f(folder):\n    check(_searcher_class('bm25')().__init__)\n"
+                                              "    check(folder.factory(), SEARCHERS['dense']().batch_search)\n"})
+    assert searcher_builders(src) == {}  # the classes read (their options), not called
+    (src / "ikatkit" / "search.py").write_text(
+        "from ikatkit.retrieve import bm25\n\ndef f(p):\n    return bm25.Bm25Searcher(p, k1=1.2)\n")
+    assert searcher_builders(src) == {"Bm25Searcher": {"search.py"}}
+    (src / "ikatkit" / "search.py").write_text("def f(p, folder):\n    return folder.searcher_class()(p)\n")
+    assert searcher_builders(src) == {"(a class from the table of kinds)": {"search.py"}}
+    for built in ("SEARCHERS['dense']()(p)", "_searcher_class('bm25')()(p)", "folder.factory()(p, threads=1)"):
+        (src / "ikatkit" / "search.py").write_text(f"def f(p, folder):\n    return {built}\n")
+        assert searcher_builders(src) == {"(a class from the table of kinds)": {"search.py"}}, built
+
+
+def test_every_index_kind_has_its_row_in_each_table_of_kinds():
+    """What docs/development.md's "Where a new index kind goes" lists: each kind ``open_index`` builds a searcher of
+    is described, searched as an option and a resource kind, has its searcher's modules and its PTKB expansion
+    default, and each kind ikatkit builds says how (a kind missing from one was a KeyError on a user's error path)."""
+    from ikatkit import artifact, capabilities
+    from ikatkit.index import manifest
+    from ikatkit.pipelines.resources import KINDS as RESOURCES
+
+    kinds = set(artifact.SEARCHERS)
+    assert set(artifact.MODULES) == set(manifest.DESCRIBED) == set(manifest.SEARCHED_AS) == kinds
+    assert set(manifest.BUILT_BY) == set(manifest.KINDS) and set(manifest.KINDS) <= kinds
+    assert set().union(set(artifact.SEARCHED_AS), *artifact.SEARCHED_AS.values()) <= kinds
+    assert {resource for _, resource in manifest.SEARCHED_AS.values()} <= set(RESOURCES)
+    assert {found().__name__ for found in artifact.SEARCHERS.values()} == set(capabilities.EXPANDS_PTKB)
 
 
 def test_one_definition_of_each_capability_and_one_placement_class():
