@@ -92,15 +92,21 @@ def test_a_dense_index_of_the_previous_release(recorded, queries, ray_local, tmp
     assert _added(_manifest(RELEASE / "dense"), _manifest(new)) == {"placement.batch_size", "parameters.dtype"}
 
 
-def test_a_sparse_index_of_the_previous_release(recorded, queries, ray_local, tmp_path_factory):
+@pytest.fixture(scope="module")
+def splade(tmp_path_factory) -> str:
+    """The random-weight SPLADE model of the release's sparse index (the same seed, the same weights)."""
     sys.path.insert(0, str(ROOT / "bench"))
     from splade_random import random_splade
 
+    return str(random_splade(tmp_path_factory.mktemp("release-splade") / "bert-base-2-layers", layers=2))
+
+
+def test_a_sparse_index_of_the_previous_release(recorded, queries, splade, ray_local, tmp_path_factory):
     from ikatkit.artifact import open_index
     from ikatkit.index.lucene import postings_summary
     from ikatkit.index.sparse import build_sparse
 
-    model = str(random_splade(tmp_path_factory.mktemp("release-splade") / "bert-base-2-layers", layers=2))
+    model = splade
     old = open_index(RELEASE / "sparse", "splade")  # the kind's name that configs wrote
     # its manifest names the model by the path it had where it was made: this one is asked for explicitly
     assert _lists(old.searcher(model=model, threads=1, other_model=True).batch_search(queries, K)) == \
@@ -114,3 +120,23 @@ def test_a_sparse_index_of_the_previous_release(recorded, queries, ray_local, tm
     assert _lists(open_index(new, "sparse").searcher(threads=1).batch_search(queries, K)) == recorded["sparse"]
     assert _added(_manifest(RELEASE / "sparse"), _manifest(new)) == {"vocabulary", "placement.batch_size",
                                                                       "parameters.dtype"}
+
+
+def test_the_ptkb_expansion_default_fits_each_kinds_searcher(splade):
+    """A retrieve stage that writes no ``expand_ptkb`` appends the PTKB statements to BM25's queries (words to match)
+    and not to the dense and learned sparse encoders' (trained on short queries), as ``ikatkit stages`` says; a
+    config's ``expand_ptkb`` decides either way."""
+    from ikatkit.artifact import open_index
+    from ikatkit.pipelines.registry import stage_table
+    from ikatkit.stages.core import Retrieve
+
+    searchers = {"bm25": open_index(RELEASE / "bm25").searcher(threads=1),
+                 "dense": open_index(RELEASE / "dense").searcher(),
+                 "sparse": open_index(RELEASE / "sparse", "splade").searcher(model=splade, threads=1, other_model=True)}
+    assert {kind: Retrieve(searcher).expand_ptkb for kind, searcher in searchers.items()} == \
+        {"bm25": True, "dense": False, "sparse": False}
+    assert not Retrieve(searchers["bm25"], expand_ptkb=False).expand_ptkb
+    assert Retrieve(searchers["sparse"], expand_ptkb=True).expand_ptkb
+    said = next(row for row in stage_table() if row["name"] == "retrieve")["summary"]  # what `ikatkit stages` prints
+    assert "BM25 appends them" in said and "dense and learned sparse encoders" in said
+    assert "search the query alone" in said
