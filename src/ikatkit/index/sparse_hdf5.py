@@ -41,11 +41,6 @@ PASSAGE_LENGTH = 512  # tokens the organizers' indexer cut passages to (splade_i
 EXAMPLES = 5  # ids or terms shown per problem
 FIX_ARCHIVE = "extract the folder again from the organizers' splade_index.tar.bz2 (trecikat.com's data page)"
 
-# pickle opcodes doc_ids.pkl may hold (a list of str: pickle.dump of the indexer's doc_ids)
-_STR1, _STR4, _STR8 = 0x8C, 0x58, 0x8D  # SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
-_ONE_BYTE = (0x94, 0x28, 0x65, 0x61, 0x5D)  # MEMOIZE, MARK, APPENDS, APPEND, EMPTY_LIST
-_PROTO, _FRAME, _STOP, _EMPTY_LIST, _BINPUT, _LONG_BINPUT = 0x80, 0x95, 0x2E, 0x5D, 0x71, 0x72
-
 
 class WeightEncoder(Protocol):
     """What verification and search ask of a SPLADE model: float32 weights, one row of vocabulary size a text
@@ -78,16 +73,17 @@ class PassageIds:
         self.path = path
         size = path.stat().st_size
         self._bytes = np.asarray(np.memmap(path, dtype=np.uint8, mode="r")) if size else np.zeros(0, np.uint8)
-        frames, error = _kernels().frames(self._bytes)
+        kernels = _kernels()
+        frames, error = kernels.frames(self._bytes)
         if error >= 0:
             raise self._bad(int(error), "cut short" if error >= size else "not a pickled list of passage ids")
-        counts, errors, lists = _kernels().count_strings(self._bytes, frames)
+        counts, errors, lists = kernels.count_strings(self._bytes, frames)
         bad = errors[errors >= 0]
-        if len(bad) or lists.sum() != 1 or self._bytes[frames[0, 0]] != _EMPTY_LIST:
+        if len(bad) or lists.sum() != 1 or self._bytes[frames[0, 0]] != kernels.EMPTY_LIST:
             raise self._bad(int(bad.min()) if len(bad) else int(frames[0, 0]), "not a pickled list of strings")
-        if self._bytes[frames[-1, 1] - 1] != _STOP:
+        if self._bytes[frames[-1, 1] - 1] != kernels.STOP:
             raise self._bad(size, "cut short (no STOP opcode at its end)")
-        self.offsets = _kernels().string_offsets(self._bytes, frames, np.cumsum(counts) - counts, int(counts.sum()))
+        self.offsets = kernels.string_offsets(self._bytes, frames, np.cumsum(counts) - counts, int(counts.sum()))
 
     def _bad(self, position: int, what: str) -> IkatError:
         return IkatError(f"{what} (byte {position} of {self.path.stat().st_size})", path=self.path,

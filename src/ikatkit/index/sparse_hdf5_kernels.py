@@ -6,8 +6,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-_STR1, _STR4, _STR8 = 0x8C, 0x58, 0x8D
-_PROTO, _FRAME, _STOP, _EMPTY_LIST, _BINPUT, _LONG_BINPUT = 0x80, 0x95, 0x2E, 0x5D, 0x71, 0x72
+# the pickle opcodes doc_ids.pkl may hold (pickle.dump of a list of str)
+_STR1, _STR4, _STR8 = 0x8C, 0x58, 0x8D  # SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
+_PROTO, _FRAME, STOP, EMPTY_LIST, _BINPUT, _LONG_BINPUT = 0x80, 0x95, 0x2E, 0x5D, 0x71, 0x72
 
 
 @numba.njit(cache=True, nogil=True)
@@ -67,14 +68,14 @@ def _scan(buf: np.ndarray, start: int, end: int, out: np.ndarray, fill: bool) ->
             pos += step
         elif op == 0x94 or op == 0x28 or op == 0x65 or op == 0x61:
             pos += 1
-        elif op == _EMPTY_LIST:
+        elif op == EMPTY_LIST:
             lists += 1
             pos += 1
         elif op == _BINPUT:
             pos += 2
         elif op == _LONG_BINPUT:
             pos += 5
-        elif op == _STOP and pos == end - 1:
+        elif op == STOP and pos == end - 1:
             pos += 1
         else:
             return n, pos, lists
