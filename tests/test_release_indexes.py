@@ -1,7 +1,8 @@
 """Indexes of every kind built by the previous release (tests/data/release-56c3078, made by its make.py with that
-release's code) open and search unchanged; the code of today builds the same vectors, postings and rankings from the
-same 24 demo passages, and its manifests differ from the release's only in what the one foundation adds (the kind of
-a Lucene index, the placement the actors ran with, the asked dtype and options)."""
+release's code: BM25, dense, learned sparse, partitioned) open and search unchanged; the code of today builds the same
+vectors, postings, partitions and rankings from the same 24 demo passages, and its manifests differ from the release's
+only in what the one foundation adds (the kind of a Lucene index, the placement the actors ran with, the asked dtype
+and options, the shared keys of a partitions manifest)."""
 
 from __future__ import annotations
 
@@ -140,3 +141,38 @@ def test_the_ptkb_expansion_default_fits_each_kinds_searcher(splade):
     said = next(row for row in stage_table() if row["name"] == "retrieve")["summary"]  # what `ikatkit stages` prints
     assert "BM25 appends them" in said and "dense and learned sparse encoders" in said
     assert "search the query alone" in said
+
+
+def test_a_partitioned_index_of_the_previous_release(recorded, queries, ray_local, tmp_path):
+    """2 MiniLM clusters of the BM25 index's passages: the release's partitions search unchanged, and today's build
+    (its passages embedded on Ray's actors, where the release embedded them in one process) puts each passage in
+    the same partition with the same centroids, postings and rankings."""
+    from ikatkit.artifact import open_index
+    from ikatkit.index.job import read_source
+    from ikatkit.index.lucene import postings_summary
+    from ikatkit.partition.build import embeddings_cache, partition_index
+
+    def rankings(folder: Path) -> dict[str, dict[str, list[list]]]:
+        searcher = open_index(folder, "partitions").searcher(threads=1)
+        return {str(choice): _lists(searcher.batch_search(queries, K, partitions=choice))
+                for choice in ([0], [1], [0, 1])}
+
+    old = RELEASE / "partitions"
+    assert rankings(old) == recorded["partitions"]
+    new = tmp_path / "partitions"
+    cached = embeddings_cache(read_source([RELEASE / "bm25"])[0], "bundled:minilm")
+    cached.unlink(missing_ok=True)  # embedded here, by the job's actors
+    try:
+        partition_index(RELEASE / "bm25", new, "cluster", 2, threads=1)
+    finally:
+        cached.unlink(missing_ok=True)
+    before, after = (json.loads((folder / "partitions.json").read_text(encoding="utf-8")) for folder in (old, new))
+    assert [(p["name"], p["passages"]) for p in after["parts"]] == \
+        [(p["name"], p["passages"]) for p in before["parts"]]
+    for part in before["parts"]:
+        assert postings_summary(new / part["name"]) == postings_summary(old / part["name"]), part["name"]
+    assert rankings(new) == recorded["partitions"]
+    same = set(before) - VARYING - {"fingerprint", "parts"}  # the fingerprint hashes the source's path
+    assert {key: after[key] for key in same} == {key: before[key] for key in same}
+    # what the one manifest writer adds: the shared keys
+    assert set(after) - set(before) == {"kind", "counts", "parameters", "versions"} and after["kind"] == "partitions"
