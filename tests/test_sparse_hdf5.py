@@ -274,6 +274,26 @@ def test_a_query_model_of_another_vocabulary_is_refused(built, tmp_path):
     assert _snapshot(built.folder) == before
 
 
+def test_weights_are_naver_splades_bit_for_bit(built, ikat2023):
+    """The encoder's float32 weights are naver/splade's ``Splade.encode`` (agg max), computed here from the same
+    logits as it computes them: ``max(log(1 + relu(logits)) * mask)`` over a padded batch (so the organizers'
+    index and their search's query vectors are what ikatkit computes; ``log1p`` differs in about 8% of weights)."""
+    import torch
+
+    from ikatkit.topics import load_topics
+
+    texts = list(load_topics(ikat2023 / "test_topics.json").queries("raw").values())[:8]
+    encoder = built.encoder
+    tokens = encoder.tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    assert (tokens["attention_mask"] == 0).any()  # texts of unequal length: padding is masked
+    with torch.inference_mode():
+        out = encoder.model(**tokens).logits
+        theirs, _ = torch.max(torch.log(1 + torch.relu(out)) * tokens["attention_mask"].unsqueeze(-1), dim=1)
+    ours = encoder.weights(texts, 256)
+    assert ours.dtype == np.float32 and (ours > 0).sum() > 100
+    assert np.array_equal(ours, theirs.numpy())
+
+
 def test_verify_passes_the_right_model_and_catches_a_wrong_length_or_model(built):
     from ikatkit.index.sparse_encoder import SparseEncoder
     from ikatkit.index.sparse_hdf5 import open_hdf5_index

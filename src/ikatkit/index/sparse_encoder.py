@@ -70,9 +70,11 @@ class SparseEncoder(PlacedModel):
         found = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         found = {key: value.to(self.model.device) for key, value in found.items()}
         with torch.inference_mode(), self.computing():
-            logits = self.model(**found).logits  # max first, then log(1 + relu): the same (monotone), in less memory
+            logits = self.model(**found).logits
             padding = found["attention_mask"].unsqueeze(-1) == 0
-            pooled = torch.log1p(torch.relu(logits.masked_fill_(padding, 0).amax(dim=1)))
+            # naver/splade's max(log(1 + relu(logits)) * mask), bit for bit (log(1 + x), not log1p: the organizers'
+            # index and search compute it so), with the max taken first (log(1 + relu) is monotone) in less memory
+            pooled = torch.log(1 + torch.relu(logits.masked_fill_(padding, 0).amax(dim=1)))
         return pooled.float().cpu().numpy()
 
     def encode(self, texts: list[str], batch_size: int = 8, max_length: int = PASSAGE_LENGTH) -> list[dict[str, int]]:
