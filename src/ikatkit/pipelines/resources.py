@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ikatkit.artifact import MODULES
+from ikatkit.artifact import ALIASES, MODULES
 from ikatkit.errors import IkatError
 from ikatkit.index.manifest import BM25, DENSE, PARTITIONS, SPARSE
 from ikatkit.pipelines.base import Stage
@@ -26,7 +26,6 @@ from ikatkit.pipelines.options import TableView, check_options
 from ikatkit.suggest import did_you_mean
 
 PARAMS = ("llm", "ranker", "searcher", "texts")  # the stage parameters a resource fills
-ALIASES = {"splade": "sparse"}  # kind names users already write
 
 
 @dataclass(frozen=True)
