@@ -419,6 +419,9 @@ def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built
     topics = load_topics(ikat2023 / "test_topics.json")
     outcome = run_pipeline(config, topics, tmp_path / "run", index=passages_index, cache_dir=tmp_path / "cache")
     assert outcome.valid is True and len(outcome.records) == len(topics)
+    said = json.loads((tmp_path / "run" / "manifest.json").read_text())["resource_stats"]["splade"]
+    assert said == {"index": str(built.folder), "rows": 894, "query_model": str(built.model),
+                    "query_max_length": PASSAGE_LENGTH, "device": "cpu", "threads": None, "queries": len(topics)}
     searcher = HDF5SparseSearcher(built.folder, built.encoder, max_length=PASSAGE_LENGTH)
     for record in outcome.records:
         first, found = searcher.search(record.query, 1000), record.candidates[f"splade\t{record.query}"]

@@ -48,8 +48,17 @@ class HDF5SparseSearcher:
         if query_encoder is not None:
             self._check_vocabulary(query_encoder.weights(["vocabulary"], 8).shape[1])
         self._device_lists: Any = None
+        self.queries = 0
         if device != "cpu":
             self._device_lists = _DeviceLists(self.index, device.removeprefix("torch:"))
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """What searched (a run's manifest keeps it under ``resource_stats``): the index, its rows, the query model
+        and the length its queries were cut at, where the scores were added, and the queries searched."""
+        return {"index": str(self.index.folder), "rows": self.index.count,
+                "query_model": getattr(self.encoder, "name", None), "query_max_length": self.max_length,
+                "device": self.device, "threads": self.threads, "queries": self.queries}
 
     def _check_vocabulary(self, size: int) -> None:
         if size < self.index.vocabulary or (self.index.dim is not None and size < self.index.dim):
@@ -81,6 +90,7 @@ class HDF5SparseSearcher:
     def search_vectors(self, vectors: Mapping[str, Mapping[int, float]], k: int = 1000) -> dict[str, Hits]:
         """The top ``k`` of each float query vector ``{term id: weight}`` (weights taken as float32)."""
         found = {}
+        self.queries += len(vectors)
         for qid, vector in vectors.items():
             terms = np.array(sorted(t for t, w in vector.items() if w > 0), dtype=np.int64)
             weights = np.array([vector[t] for t in terms.tolist()], dtype=np.float32)
