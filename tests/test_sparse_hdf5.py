@@ -387,45 +387,90 @@ def test_the_commands_read_it_as_it_comes(built, passages_jsonl, tmp_path, capsy
     assert "doc_ids.pkl" in err and "no/such-model" not in err and not (tmp_path / "none.trec").exists()
 
 
-def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built, passages_index, ikat2023, tmp_path):
-    """configs/splade_rr_baseline.toml with only the path (and what loads offline: the random query model, a
-    cross-encoder made from MiniLM re-ranking the top 3 at 128 tokens, the top passage for the LLM's answer) over the
-    organizers' layout, on all 25 conversations of the 2023 test topics: every turn's SPLADE top 1,000 is the exact
-    search's, re-ranking and responses read their texts from the BM25 index, and the run validates as an official
-    one."""
+def _over_the_organizers_layout(name: str, built, tmp_path: Path) -> Path:
+    """The shipped config ``name`` with only the SPLADE path changed, and what loads offline put in: the random query
+    model (at the index's passage length), a cross-encoder made from MiniLM re-ranking the top 3 at 128 tokens, and
+    the top passage as the answer in place of the GPU LLM's."""
     import torch
     from sentence_transformers import CrossEncoder
 
     from ikatkit.models import resolve_model
-    from ikatkit.pipelines import run_pipeline
-    from ikatkit.retrieve.sparse_hdf5 import HDF5SparseSearcher
-    from ikatkit.topics import load_topics
 
     torch.manual_seed(0)
     cross_encoder = tmp_path / "cross-encoder"
     CrossEncoder(resolve_model("bundled:minilm"), num_labels=1).save(str(cross_encoder))
-    text = (ROOT / "configs" / "splade_rr_baseline.toml").read_text(encoding="utf-8")
+    text = (ROOT / "configs" / name).read_text(encoding="utf-8")
     for shipped, here in (('model = "cross-encoder/ms-marco-MiniLM-L-12-v2"',
                            f'model = "{cross_encoder}"\nmax_length = 128'),
                           ('path = "indexes/ikat23-splade"\nmodel = "naver/splade-cocondenser-ensembledistil"',
                            f'path = "{built.folder}"\nmodel = "{built.model}"\nmax_length = {PASSAGE_LENGTH}'),
-                          ('stage = "rerank"\nranker = "reranker"', 'stage = "rerank"\nranker = "reranker"\ndepth = 3'),
                           ('task = "rtg_response"', 'task = "extractive"')):
         assert shipped in text
         text = text.replace(shipped, here)
+    rerank = 'stage = "rerank"\nranker = "reranker"\n'
+    text = text.replace(rerank + "depth = 100", rerank + "depth = 3") if rerank + "depth" in text \
+        else text.replace(rerank, rerank + "depth = 3\n")
     text = text[:text.index("[resources.llm]")] + text[text.index("[resources.reranker]"):]
-    config = tmp_path / "baseline.toml"
+    config = tmp_path / name
     config.write_text(text, encoding="utf-8")
+    return config
+
+
+def _exact_and_texts_read(records, built) -> None:
+    """Every turn's SPLADE candidates are the exact search's top 1,000; the answer is the top re-ranked passage's
+    text, read from the BM25 index."""
+    from ikatkit.retrieve.sparse_hdf5 import HDF5SparseSearcher
+
+    searcher = HDF5SparseSearcher(built.folder, built.encoder, max_length=PASSAGE_LENGTH)
+    for record in records:
+        first, found = searcher.search(record.query, 1000), record.candidates[f"splade\t{record.query}"]
+        assert first and [pid for pid, _ in found] == [pid for pid, _ in first]
+        assert [s for _, s in found] == pytest.approx([s for _, s in first], rel=1e-5)
+        top = record.used[0]
+        assert top in built.texts and record.response[:60] in " ".join(built.texts[top].split())
+
+
+def test_the_baseline_config_runs_over_it_with_the_texts_of_the_bm25_index(built, passages_index, ikat2023, tmp_path):
+    """configs/splade_rr_baseline.toml over the organizers' layout (:func:`_over_the_organizers_layout`), on all 25
+    conversations of the 2023 test topics: every turn's SPLADE top 1,000 is the exact search's, re-ranking and
+    responses read their texts from the BM25 index, the run's manifest says what searched, and the run validates as
+    an official one."""
+    from ikatkit.pipelines import run_pipeline
+    from ikatkit.topics import load_topics
+
+    config = _over_the_organizers_layout("splade_rr_baseline.toml", built, tmp_path)
     topics = load_topics(ikat2023 / "test_topics.json")
     outcome = run_pipeline(config, topics, tmp_path / "run", index=passages_index, cache_dir=tmp_path / "cache")
     assert outcome.valid is True and len(outcome.records) == len(topics)
     said = json.loads((tmp_path / "run" / "manifest.json").read_text())["resource_stats"]["splade"]
     assert said == {"index": str(built.folder), "rows": 894, "query_model": str(built.model),
                     "query_max_length": PASSAGE_LENGTH, "device": "cpu", "threads": None, "queries": len(topics)}
-    searcher = HDF5SparseSearcher(built.folder, built.encoder, max_length=PASSAGE_LENGTH)
-    for record in outcome.records:
-        first, found = searcher.search(record.query, 1000), record.candidates[f"splade\t{record.query}"]
-        assert first and [pid for pid, _ in found] == [pid for pid, _ in first]
-        assert [s for _, s in found] == pytest.approx([s for _, s in first], rel=1e-5)
-        top = record.used[0]  # the extractive answer: the top re-ranked passage's text, read from the BM25 index
-        assert top in built.texts and record.response[:60] in " ".join(built.texts[top].split())
+    _exact_and_texts_read(outcome.records, built)
+
+
+def test_the_interactive_config_runs_over_it_against_the_simulator(built, passages_index, ikat2023, tmp_path,
+                                                                    monkeypatch):
+    """configs/interactive_splade_rr.toml over the organizers' layout, driven by the local simulator over HTTP
+    (replayed users of two 2023 test conversations): every turn answered, each turn's SPLADE candidates the exact
+    search's, the dump valid."""
+    from ikatkit.interactive.driver import run_interactive
+    from ikatkit.runs.validate import validate_run
+    from ikatkit.simulate.server import Simulator
+    from ikatkit.simulate.users import replay_users
+    from ikatkit.topics import load_topics
+
+    from serving import serve
+
+    topics = load_topics(ikat2023 / "test_topics.json")
+    topics = topics.subset([c.id for c in topics.conversations[:2]])
+    monkeypatch.setenv("IKAT_API_TOKEN", "organizers-layout")
+    config = _over_the_organizers_layout("interactive_splade_rr.toml", built, tmp_path)
+    with serve(Simulator(replay_users(topics), {"organizers-layout": "team"})) as url:
+        outcome = run_interactive(config, url, "splade", tmp_path / "out", index=passages_index, progress=False)
+    assert outcome.turns == len(topics.qids)
+    turns = [json.loads(p.read_text()) for p in (tmp_path / "out" / "turns").glob("user-*/*.json")]
+    records = [turn["record"] for turn in turns if not turn.get("farewell")]  # each user's goodbye gets no answer
+    assert sorted(r["qid"] for r in records) == sorted(topics.qids)
+    _exact_and_texts_read([SimpleNamespace(**r) for r in records], built)
+    report = validate_run(outcome.dump_file, topics)
+    assert report.ok, str(report)
