@@ -474,7 +474,7 @@ def test_a_query_model_other_than_the_index_s_is_refused_unless_asked_for(sparse
     code, out, err = search()
     manifest = json.loads((sparse_index / "manifest.json").read_text(encoding="utf-8"))
     assert code == 0 and f"(queries encoded by {manifest['model']})" in out
-    assert f"opening {sparse_index} (splade)" in err and "searching 1 queries (k=5) with splade" in err
+    assert f"opening {sparse_index} (splade)" in err and "searching 1 query (k=5) with splade" in err
 
 
 def test_the_baseline_config_runs_and_validates(sparse_index, passages_index, ikat2023, tmp_path):
@@ -505,6 +505,10 @@ def test_the_baseline_config_runs_and_validates(sparse_index, passages_index, ik
     topics = load_topics(ikat2023 / "test_topics.json").subset(["9-1"])
     outcome = run_pipeline(config, topics, tmp_path / "run", index=passages_index, cache_dir=tmp_path / "cache")
     assert outcome.valid is True and len(outcome.records) == len(topics)
+    # the run's manifest names the model that encoded the queries: the config names none, so the index's (issue 69)
+    written = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert written["resource_stats"]["splade"] == {
+        "query_model": json.loads((sparse_index / "manifest.json").read_text(encoding="utf-8"))["model"]}
     vectors = _vectors(sparse_index)
     for record in outcome.records:
         assert record.response.strip() and record.ranking
