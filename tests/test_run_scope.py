@@ -77,3 +77,10 @@ def test_other_topics_in_the_same_folder_are_refused_in_plain_words(ikat2023, pa
     run_pipeline(config, topics.subset(["9-1"]), tmp_path / "run", index=passages_index)
     with pytest.raises(IkatError, match="holds checkpoints of other topics — fix: use a new --out"):  # was 'another'
         run_pipeline(config, topics.subset(["10-1"]), tmp_path / "run", index=passages_index)
+
+
+def test_one_turn_without_a_resolved_utterance_is_said_in_the_singular(ikat2023, caplog):
+    """Counts read as numbers do (issue 69's "12 turn"): the 2023 test topics lack one resolved utterance."""
+    with caplog.at_level("WARNING", logger="ikatkit.topics"):
+        load_topics(ikat2023 / "test_topics.json").queries("manual")
+    assert caplog.messages == ["1 turn has an empty resolved_utterance (12-1_12); its raw utterance is used"]

@@ -151,8 +151,9 @@ class Topics:
                 raise IkatError("no turn has a resolved_utterance", path=self.path,
                                 fix="manual queries need topics with resolved utterances (released after judging)")
             if missing:
-                log.warning("%d turns have an empty resolved_utterance (%s); their raw utterance is used",
-                            len(missing), ", ".join(missing[:5]))
+                log.warning("%s an empty resolved_utterance (%s); %s raw utterance is used",
+                            "1 turn has" if len(missing) == 1 else f"{len(missing)} turns have", ", ".join(missing[:5]),
+                            "its" if len(missing) == 1 else "their")
             return {t.qid: t.resolved_utterance or t.utterance for t in self}
         raise IkatError(f"unknown query kind {kind!r}", fix=f"use one of {QUERY_KINDS}")
 
