@@ -68,6 +68,24 @@ def test_gzipped_ptkb_qrels_and_provenance_passages(ikat2023, tmp_path):
     assert found == plain and stats.skipped == 0
 
 
+def test_latin1_passages_through_index_build_name_line_and_offset(ikat2023, tmp_path, capsys):
+    """``ikatkit index build`` of a gzipped copy of the shared test passages with one Latin-1 byte in line 501 (read
+    by a segmenter process): one line naming the file, the line and the byte offset in the decompressed text; no
+    index (before: "UnicodeDecodeError: ... in position 4760", the position within a chunk)."""
+    lines = (ikat2023 / "test_provenance_passages.jsonl").read_bytes().split(b"\n")
+    at = lines[500].index(b"passage_text") + 30
+    lines[500] = lines[500][:at] + b"\xe9" + lines[500][at + 1:]
+    passages = tmp_path / "passages.jsonl.gz"
+    passages.write_bytes(gzip.compress(b"\n".join(lines)))
+    out = tmp_path / "index"
+    assert main(["index", "build", str(passages), "--out", str(out), "--threads", "1"]) == 2
+    offset = sum(len(line) + 1 for line in lines[:500]) + at
+    assert capsys.readouterr().err == (
+        f"ikatkit: error: {passages} (line 501): not UTF-8: byte 0xe9 at byte offset {offset} — fix: save it as UTF-8 "
+        "(a Latin-1 file: `iconv -f latin1 -t utf-8 FILE > FILE.utf8`)\n")
+    assert not out.exists()
+
+
 def test_bzip2_and_byte_order_mark(tmp_path):
     packed = tmp_path / "q.txt"
     packed.write_bytes(bz2.compress("\ufeff9-1_1 0 d:1 2\r\n9-1_2 0 d:2 0\r\n".encode()))
