@@ -198,6 +198,8 @@ def test_unknown_model_is_one_clear_error():
     with pytest.raises(IkatError, match="no-such-org/no-such-model.*not available offline") as err:
         load_model("no-such-org/no-such-model")
     assert "hf download no-such-org/no-such-model" in str(err.value)
+    # one line, not Hugging Face's two cut mid-URL ("... offline mode at 'https://)", issue 69)
+    assert "\n" not in str(err.value) and "https://" not in str(err.value)
 
 
 def test_weighted_fusion_normalises_and_weights():

@@ -424,6 +424,8 @@ def test_missing_model_and_wrong_index_are_one_clear_error(passages_index, spars
     with pytest.raises(IkatError, match="not available offline") as err:
         load_splade("naver/splade-cocondenser-ensembledistil")
     assert "hf download naver/splade-cocondenser-ensembledistil" in (err.value.fix or "")
+    # one line, not Hugging Face's two cut mid-URL ("... offline mode at 'https://)", issue 69)
+    assert "\n" not in str(err.value) and "https://" not in str(err.value)
     with pytest.raises(IkatError, match="names its index folder"):
         resource("s", {"kind": "splade", "model": "x"})
     with pytest.raises(IkatError, match="this is a Lucene BM25 index, not a learned sparse") as err:
