@@ -324,14 +324,12 @@ SEARCHER_CLASSES = {"Bm25Searcher", "DenseSearcher", "SparseSearcher", "HDF5Spar
 
 
 def _hands_a_class(expr: ast.expr) -> bool:
-    """Whether ``expr`` is what hands back a searcher class: ``SEARCHERS[...]()``, ``x.searcher_class()``,
+    """Whether ``expr`` is what hands back a searcher class: ``searcher_class(kind)``, ``x.searcher_class()``,
     ``x.factory()``, or the resource table's ``_searcher_class(kind)()``."""
     if not isinstance(expr, ast.Call):
         return False
     func = expr.func
     named = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if isinstance(func, ast.Subscript) and getattr(func.value, "id", "") == "SEARCHERS":
-        return True
     if named in ("searcher_class", "factory"):
         return True
     if isinstance(func, ast.Call):
@@ -355,41 +353,113 @@ def searcher_builders(src: Path = SRC) -> dict[str, set[str]]:
 def test_searchers_are_built_only_by_open_index():
     """The resource table, ``ikatkit search`` and every other caller build searchers through
     ``ikatkit.artifact.open_index``; the searcher classes are called in src nowhere else."""
-    from ikatkit.artifact import SEARCHERS
+    from ikatkit.artifact import SEARCHERS, searcher_class
 
-    assert {cls.__name__ for cls in (found() for found in SEARCHERS.values())} == SEARCHER_CLASSES
+    assert {searcher_class(kind).__name__ for kind in SEARCHERS} == SEARCHER_CLASSES
     assert searcher_builders() == {}
 
 
 def test_the_searcher_check_finds_a_searcher_built_elsewhere(tmp_path):
-    src = _package(tmp_path, {"ikatkit.artifact": "def f(p):\n    return Bm25Searcher(p), SEARCHERS['bm25']()(p)\n",
+    src = _package(tmp_path, {"ikatkit.artifact": "def f(p):\n    return Bm25Searcher(p), searcher_class('bm25')(p)\n",
                               "ikatkit.opts": "def f(folder):\n    check(_searcher_class('bm25')().__init__)\n"
-                                              "    check(folder.factory(), SEARCHERS['dense']().batch_search)\n"})
+                                              "    check(folder.factory(), searcher_class('dense').batch_search)\n"})
     assert searcher_builders(src) == {}  # the classes read (their options), not called
     (src / "ikatkit" / "search.py").write_text(
         "from ikatkit.retrieve import bm25\n\ndef f(p):\n    return bm25.Bm25Searcher(p, k1=1.2)\n")
     assert searcher_builders(src) == {"Bm25Searcher": {"search.py"}}
     (src / "ikatkit" / "search.py").write_text("def f(p, folder):\n    return folder.searcher_class()(p)\n")
     assert searcher_builders(src) == {"(a class from the table of kinds)": {"search.py"}}
-    for built in ("SEARCHERS['dense']()(p)", "_searcher_class('bm25')()(p)", "folder.factory()(p, threads=1)"):
+    for built in ("searcher_class('dense')(p)", "artifact.searcher_class('dense')(p)", "_searcher_class('bm25')()(p)",
+                  "folder.factory()(p, threads=1)"):
         (src / "ikatkit" / "search.py").write_text(f"def f(p, folder):\n    return {built}\n")
         assert searcher_builders(src) == {"(a class from the table of kinds)": {"search.py"}}, built
 
 
-def test_every_index_kind_has_its_row_in_each_table_of_kinds():
-    """What docs/development.md's "Where a new index kind goes" lists: each kind ``open_index`` builds a searcher of
-    is described, searched as an option and a resource kind, has its searcher's modules and its PTKB expansion
-    default, and each kind ikatkit builds says how (a kind missing from one was a KeyError on a user's error path)."""
-    from ikatkit import artifact, capabilities
-    from ikatkit.index import manifest
+KIND_NAMES = ("BM25", "DENSE", "SPARSE", "PARTITIONS", "SPARSE_HDF5")  # ikatkit.index.kinds' constants
+
+
+def kind_tables(src: Path = SRC) -> dict[str, list[str]]:
+    """File -> the tables of index kinds it declares outside ``index/kinds.py``: a dict written with two or more keys
+    that are kind names (the constants or their strings) or searcher class names, or a tuple/list/set of two or more
+    kind constants, at module or class level (a function's local lookup is code, not a table). ``artifact.py``'s
+    ``SEARCHERS`` is allowed: where each searcher class is cannot be in the records, which the searchers read."""
+    from ikatkit.index.kinds import INDEX_KINDS
+
+    names = set(INDEX_KINDS)
+
+    def is_kind(node: ast.expr | None) -> bool:
+        return (isinstance(node, ast.Name) and node.id in KIND_NAMES) or \
+            (isinstance(node, ast.Attribute) and node.attr in KIND_NAMES)
+
+    def keyed(node: ast.expr | None) -> bool:
+        return is_kind(node) or (isinstance(node, ast.Constant) and node.value in names | SEARCHER_CLASSES)
+
+    found: dict[str, list[str]] = {}
+    for path in (src / "ikatkit").rglob("*.py"):
+        where = str(path.relative_to(src / "ikatkit"))
+        if where == "index/kinds.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        scopes = [tree, *(node for node in tree.body if isinstance(node, ast.ClassDef))]
+        for scope in scopes:
+            for statement in scope.body:
+                if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+                    continue
+                target = statement.targets[0] if isinstance(statement, ast.Assign) else statement.target
+                name = getattr(target, "id", ast.unparse(target))
+                for node in ast.walk(statement.value):
+                    if isinstance(node, ast.Dict) and sum(map(keyed, node.keys)) >= 2 and \
+                            not (where == "artifact.py" and name == "SEARCHERS"):
+                        found.setdefault(where, []).append(name)
+                        break
+                    if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and sum(map(is_kind, node.elts)) >= 2 and \
+                            not isinstance(target, ast.Tuple):  # BM25, DENSE, ... = the names themselves
+                        found.setdefault(where, []).append(name)
+                        break
+    return found
+
+
+def test_an_index_kind_is_one_record_in_one_table():
+    """What docs/development.md's "Where a new index kind goes" says: an index kind's facts (what it is, its manifest
+    file, how it is searched, its searcher's modules, where its texts are, what builds it, its aliases) are one
+    :class:`ikatkit.index.kinds.IndexKind` record in ``INDEX_KINDS``, and no other module declares a table keyed by
+    the kinds (there were eight, in four modules: a kind missing from one was a KeyError on a user's error path);
+    its searcher class is ``artifact.SEARCHERS``' (one line) and says its own PTKB expansion default; the resource
+    table's searcher rows take their name, searcher and modules from the record."""
+    from ikatkit import artifact
+    from ikatkit.index.kinds import INDEX_KINDS, IndexKind
     from ikatkit.pipelines.resources import KINDS as RESOURCES
 
-    kinds = set(artifact.SEARCHERS)
-    assert set(artifact.MODULES) == set(manifest.DESCRIBED) == set(manifest.SEARCHED_AS) == kinds
-    assert set(manifest.BUILT_BY) == set(manifest.KINDS) and set(manifest.KINDS) <= kinds
-    assert set().union(set(artifact.SEARCHED_AS), *artifact.SEARCHED_AS.values()) <= kinds
-    assert {resource for _, resource in manifest.SEARCHED_AS.values()} <= set(RESOURCES)
-    assert {found().__name__ for found in artifact.SEARCHERS.values()} == set(capabilities.EXPANDS_PTKB)
+    assert kind_tables() == {}
+    assert all(isinstance(kind, IndexKind) and kind.name == name for name, kind in INDEX_KINDS.items())
+    assert set(artifact.SEARCHERS) == set(INDEX_KINDS)
+    assert {kind.resource for kind in INDEX_KINDS.values()} <= set(RESOURCES)
+    assert all(searched in INDEX_KINDS for kind in INDEX_KINDS.values() for searched in kind.searched_as)
+    for name, kind in INDEX_KINDS.items():
+        resource = RESOURCES[kind.resource]
+        assert resource.serves == "searcher"
+        if kind.resource == name or kind.resource not in INDEX_KINDS:  # the row of the kind itself
+            assert resource.modules == kind.modules and resource.searcher_class is not None
+            assert resource.searcher_class() is artifact.searcher_class(name)
+    classes = {name: artifact.searcher_class(name) for name in INDEX_KINDS if name != "sparse-hdf5"}
+    assert {name: cls.__dict__.get("expands_ptkb") for name, cls in classes.items()} == {
+        "bm25": True, "dense": False, "sparse": False, "partitions": True}
+
+
+def test_the_kind_table_check_finds_a_second_table(tmp_path):
+    clean = {"ikatkit.index.kinds": "TABLE = {BM25: 1, DENSE: 2}\n",
+             "ikatkit.artifact": "SEARCHERS = {BM25: 'a:B', DENSE: 'c:D'}\n"
+                                 "BM25, DENSE = 'bm25', 'dense'\n"
+                                 "def f(kind):\n    return {BM25: 1, DENSE: 2}[kind]\n",
+             "ikatkit.opts": "ONE = {BM25: 'x'}\nPAIR = (BM25, 'other')\n"}
+    assert kind_tables(_package(tmp_path / "clean", clean)) == {}
+    for body, name in (("DESCRIBED = {BM25: 'a', DENSE: 'b'}\n", "DESCRIBED"),
+                       ("MODULES: dict[str, tuple] = {'bm25': (), 'partitions': ()}\n", "MODULES"),
+                       ("KINDS = (BM25, DENSE, SPARSE)\n", "KINDS"),
+                       ("EXPANDS = {'Bm25Searcher': True, 'DenseSearcher': False}\n", "EXPANDS"),
+                       ("class S:\n    SEEN = {manifest.BM25: 1, manifest.SPARSE: 2}\n", "SEEN")):
+        root = _package(tmp_path / name, {**clean, "ikatkit.opts": body})
+        assert kind_tables(root) == {"opts.py": [name]}, body
 
 
 def test_one_definition_of_each_capability_and_one_placement_class():

@@ -13,56 +13,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from ikatkit.errors import IkatError
-from ikatkit.index.manifest import (BM25, DENSE, DESCRIBED, MANIFEST, PARTITIONS, SPARSE, SPARSE_HDF5, read_manifest,
-                                    wrong_kind)
+from ikatkit.index.kinds import (BM25, DENSE, INDEX_KINDS, LUCENE_TEXTS, MANIFEST, PARTITIONS, SEARCHER_TEXTS,
+                                 SHARD_TEXTS, SPARSE, SPARSE_HDF5, IndexKind, canonical, takes)
+from ikatkit.index.manifest import read_manifest, wrong_kind
 from ikatkit.index.texts import TextsFunction
 from ikatkit.suggest import path_fix
 
-ALIASES = {"splade": SPARSE}  # a name users already write for the learned sparse kind
 HDF5_ARRAY = "array_index.h5py"  # the organizers' SPLADE index (ikatkit.index.sparse_hdf5)
-LUCENE = ("pyserini", "jnius")
-MODULES = {BM25: LUCENE, PARTITIONS: LUCENE, SPARSE: (*LUCENE, "torch", "transformers"),
-           DENSE: ("torch", "sentence_transformers", "faiss"), SPARSE_HDF5: ("h5py", "numba", "torch", "transformers")}
-"""The optional modules a kind's searcher imports (their extras named when one is absent)."""
-SEARCHED_AS = {BM25: {BM25}, SPARSE: {SPARSE, SPARSE_HDF5}, DENSE: {DENSE}, PARTITIONS: {PARTITIONS}}
+SEARCHERS = {BM25: "ikatkit.retrieve.bm25:Bm25Searcher", DENSE: "ikatkit.retrieve.dense:DenseSearcher",
+             SPARSE: "ikatkit.retrieve.sparse:SparseSearcher",
+             PARTITIONS: "ikatkit.retrieve.partitioned:PartitionedSearcher",
+             SPARSE_HDF5: "ikatkit.retrieve.sparse_hdf5:HDF5SparseSearcher"}
+"""Each index kind's searcher class (``module:Class``, imported when first asked for, so that nothing loads PyTorch or
+Pyserini before a search): the one fact of a kind not in its :class:`ikatkit.index.kinds.IndexKind` record, as the
+searchers read those records (through the manifest)."""
 
 
-def _bm25() -> type[Any]:
-    from ikatkit.retrieve.bm25 import Bm25Searcher
-
-    return Bm25Searcher
-
-
-def _dense() -> type[Any]:
-    from ikatkit.retrieve.dense import DenseSearcher
-
-    return DenseSearcher
-
-
-def _sparse() -> type[Any]:
-    from ikatkit.retrieve.sparse import SparseSearcher
-
-    return SparseSearcher
-
-
-def _sparse_hdf5() -> type[Any]:
-    from ikatkit.retrieve.sparse_hdf5 import HDF5SparseSearcher
-
-    return HDF5SparseSearcher
-
-
-def _partitioned() -> type[Any]:
-    from ikatkit.retrieve.partitioned import PartitionedSearcher
-
-    return PartitionedSearcher
-
-
-SEARCHERS: dict[str, Callable[[], type[Any]]] = {BM25: _bm25, DENSE: _dense, SPARSE: _sparse,
-                                                 SPARSE_HDF5: _sparse_hdf5, PARTITIONS: _partitioned}
+def searcher_class(kind: str) -> type[Any]:
+    """The searcher class of index ``kind`` (imported now)."""
+    module, _, name = SEARCHERS[kind].partition(":")
+    found: type[Any] = getattr(import_module(module), name)
+    return found
 
 
 @dataclass(frozen=True)
@@ -77,12 +53,17 @@ class IndexFolder:
     def own(self) -> bool:
         return self.manifest is not None
 
+    @property
+    def index_kind(self) -> IndexKind:
+        """Its kind's record."""
+        return INDEX_KINDS[self.kind]
+
     def modules(self) -> list[str]:
         """The optional modules its searcher imports."""
-        return list(MODULES[self.kind])
+        return list(self.index_kind.modules)
 
     def searcher_class(self) -> type[Any]:
-        return SEARCHERS[self.kind]()
+        return searcher_class(self.kind)
 
     def factory(self) -> Callable[..., Any]:
         """What builds its searcher from ``(path, **options)``: the searcher class, or for the organizers' SPLADE index
@@ -99,16 +80,17 @@ class IndexFolder:
         index that stores none (the organizers' SPLADE index: its texts come from a ``texts`` resource)."""
         from ikatkit.index.texts import LuceneTexts
 
-        if self.kind in (BM25, SPARSE):
+        stored = self.index_kind.texts
+        if stored == LUCENE_TEXTS:
             return LuceneTexts(self.path, why=why).texts
-        if self.kind == DENSE:
+        if stored == SHARD_TEXTS:
             from ikatkit.index.dense import stored_texts
 
-            assert self.manifest is not None  # a dense index is always ikatkit's own
+            assert self.manifest is not None  # shards are written by ikatkit's own encoding job
             return stored_texts(self.path, self.manifest)
-        if self.kind == PARTITIONS:
+        if stored == SEARCHER_TEXTS:
             return self.searcher().texts
-        raise IkatError(f"{DESCRIBED[self.kind]} holds no passage text, needed for {why}", path=self.path,
+        raise IkatError(f"{self.index_kind.description} holds no passage text, needed for {why}", path=self.path,
                         fix='declare a texts resource ([resources.texts] kind = "texts", index = the organizers\' '
                             "BM25 index, which stores each passage's raw JSON, or passages = [JSONL files]), or pass "
                             "--index BM25_INDEX")
@@ -126,7 +108,10 @@ def hdf5_searcher(path: str | Path, model: str | None = None, device: str = "cpu
     if query_encoder is None:
         query_encoder = SparseEncoder(model or DEFAULT_MODEL, device.removeprefix("torch:"))
     lengths = {} if max_length is None else {"max_length": max_length}
-    return _sparse_hdf5()(index, query_encoder, threads=threads, device=device, **lengths)
+    searcher = searcher_class(SPARSE_HDF5)(index, query_encoder, threads=threads, device=device, **lengths)
+    if not hasattr(searcher, "expands_ptkb"):  # to go onto HDF5SparseSearcher as on the other searcher classes
+        searcher.expands_ptkb = False  # the query alone, as the official SPLADE baseline searches
+    return searcher
 
 
 def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:
@@ -134,8 +119,9 @@ def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:
     (a resource kind, an alias) says what it is searched as: a foreign Lucene index is then that kind, and a folder of
     another kind is one clear error naming what it is and how to search it."""
     folder = Path(path)
-    wanted = ALIASES.get(kind or "", kind)
-    what = DESCRIBED.get(wanted or "", "an index").replace("a Lucene BM25 index", "a Lucene index")
+    wanted = None if kind is None else canonical(kind)
+    what = INDEX_KINDS[wanted].description if wanted in INDEX_KINDS else "an index"
+    what = what.replace("a Lucene BM25 index", "a Lucene index")
     if not folder.is_dir():
         raise IkatError("no index folder here", path=folder, fix=path_fix(folder, f"give the folder of {what}"))
     manifest = read_manifest(folder)
@@ -156,6 +142,6 @@ def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:
                         fix="give the folder that holds segments_N (an unpacked prebuilt index: the inner folder)"
                         if wanted == BM25 else "give the folder that holds the index (an unpacked prebuilt index: the "
                                                "inner folder)")
-    if wanted is not None and found.kind not in SEARCHED_AS.get(wanted, {wanted}):
+    if wanted is not None and not takes(wanted, found.kind):
         raise wrong_kind(folder, found.kind, wanted)
     return found

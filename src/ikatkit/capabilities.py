@@ -49,16 +49,12 @@ class Searcher(Protocol):
     def texts(self) -> Callable[[Sequence[str]], dict[str, str]]: ...
 
 
-EXPANDS_PTKB = {"Bm25Searcher": True, "PartitionedSearcher": True, "DenseSearcher": False, "SparseSearcher": False,
-                "HDF5SparseSearcher": False}
-"""Whether the ``retrieve`` stage appends the PTKB statements to a searcher's queries by default (its
-``expand_ptkb`` unset): BM25 matches their words, as the UvA runs expand; dense and learned sparse encoders are
-trained on short queries and search the query alone (the official SPLADE baseline's)."""
-
-
 def expands_ptkb(searcher: Searcher) -> bool:
-    """The PTKB expansion default of ``searcher`` (:data:`EXPANDS_PTKB` by its class; another searcher: True)."""
-    return EXPANDS_PTKB.get(type(searcher).__name__, True)
+    """Whether the ``retrieve`` stage appends the PTKB statements to ``searcher``'s queries by default (its
+    ``expand_ptkb`` unset): its ``expands_ptkb`` (its class's), True for a searcher without one. BM25 matches their
+    words, as the UvA runs expand; dense and learned sparse encoders are trained on short queries and search the
+    query alone (the official SPLADE baseline's): their classes say False."""
+    return bool(getattr(searcher, "expands_ptkb", True))
 
 
 @runtime_checkable

@@ -1,4 +1,5 @@
-"""Index manifests: the kind names, one writer and one reader.
+"""Index manifests: one writer and one reader (the kinds, their names and manifest files:
+:mod:`ikatkit.index.kinds`' records).
 
 Every index ikatkit builds says what it is in one JSON file written last (a folder without it is unfinished):
 ``manifest.json`` (``partitions.json`` for a partitioned index), with the keys every kind shares — ``kind``,
@@ -20,19 +21,16 @@ from typing import Any
 
 from ikatkit.atomic import write_json
 from ikatkit.errors import IkatError
+from ikatkit.index.kinds import (BM25, DENSE, INDEX_KINDS, MANIFEST, PARTITIONS, PARTITIONS_FILE, SPARSE, SPARSE_HDF5,
+                                 described, manifest_files)
 
-MANIFEST = "manifest.json"
-PARTITIONS_FILE = "partitions.json"
-BM25, DENSE, SPARSE, PARTITIONS, SPARSE_HDF5 = "bm25", "dense", "sparse", "partitions", "sparse-hdf5"
-KINDS = (BM25, DENSE, SPARSE, PARTITIONS)  # the kinds ikatkit builds (SPARSE_HDF5: the organizers', never written)
-DESCRIBED = {BM25: "a Lucene BM25 index", DENSE: "a dense (faiss) index", SPARSE: "a learned sparse (SPLADE) "
-             "impact index", PARTITIONS: "a partitioned BM25 index",
-             SPARSE_HDF5: "the organizers' SPLADE index (naver/splade's HDF5 layout)"}
+__all__ = ["BM25", "DENSE", "MANIFEST", "PARTITIONS", "PARTITIONS_FILE", "SPARSE", "SPARSE_HDF5", "finished",
+           "manifest_file", "read_manifest", "write_manifest", "wrong_kind"]  # the kind names: ikatkit.index.kinds'
 
 
 def manifest_file(folder: str | Path, kind: str) -> Path:
     """Where the manifest of a ``kind`` index in ``folder`` is written."""
-    return Path(folder) / (PARTITIONS_FILE if kind == PARTITIONS else MANIFEST)
+    return Path(folder) / INDEX_KINDS[kind].manifest
 
 
 def write_manifest(out: str | Path, kind: str, started: float, *, counts: dict[str, int], parameters: dict[str, Any],
@@ -41,7 +39,7 @@ def write_manifest(out: str | Path, kind: str, started: float, *, counts: dict[s
     """Write the manifest of a finished ``kind`` index into ``out`` (atomically, last) and return it: the shared keys,
     the kind's own ``fields``, and ``versions`` of ikatkit and the named packages; ``started``: ``time.time()`` when
     the job began."""
-    if kind not in KINDS:
+    if kind not in INDEX_KINDS or not INDEX_KINDS[kind].own:
         raise ValueError(f"unknown index kind {kind!r}")
     manifest = {"kind": kind, **fields, **({} if placement is None else {"placement": placement}),
                 "counts": counts, **({} if source is None else {"source": source}), "parameters": parameters,
@@ -56,7 +54,7 @@ def read_manifest(folder: str | Path) -> dict[str, Any] | None:
     """The manifest of the finished index in ``folder`` with its ``kind`` (that of an earlier version's manifest
     filled in), else None; one clear error for a manifest that is not JSON."""
     folder = Path(folder)
-    for path, kind in ((folder / MANIFEST, BM25), (folder / PARTITIONS_FILE, PARTITIONS)):
+    for path, kind in ((folder / name, unnamed) for name, unnamed in manifest_files().items()):
         if not path.is_file():
             continue
         try:
@@ -78,22 +76,16 @@ def finished(out: str | Path, kind: str) -> dict[str, Any] | None:
     if manifest is None:
         return None
     if manifest["kind"] != kind:
-        raise IkatError(f"this folder holds {DESCRIBED.get(manifest['kind'], manifest['kind'])}, not "
-                        f"{DESCRIBED[kind]}", path=out, fix="choose another --out")
+        raise IkatError(f"this folder holds {described(manifest['kind'])}, not {described(kind)}", path=out,
+                        fix="choose another --out")
     return manifest
-
-
-SEARCHED_AS = {BM25: ("--index DIR", "bm25"), DENSE: ("--dense DIR", "dense"), SPARSE: ("--sparse DIR", "sparse"),
-               SPARSE_HDF5: ("--sparse DIR", "sparse"), PARTITIONS: (None, "partitioned-bm25")}
-BUILT_BY = {BM25: "ikatkit index build", DENSE: "ikatkit index dense", SPARSE: "ikatkit index sparse",
-            PARTITIONS: "ikatkit index partition"}
 
 
 def wrong_kind(path: str | Path, found: str, wanted: str) -> IkatError:
     """The one error for an index searched as a kind it is not: what it is, how to search it (``ikatkit search``'s
     option and a config's resource kind) and how to build the wanted kind."""
-    option, resource = SEARCHED_AS[found]
-    how = f"`ikatkit search {option}`, or " if option else ""
-    build = f", or build {DESCRIBED[wanted]} with `{BUILT_BY[wanted]}`" if wanted in BUILT_BY else ""
-    return IkatError(f"this is {DESCRIBED[found]}, not {DESCRIBED[wanted]}", path=path,
-                     fix=f"search it as what it is ({how}a resource of kind = \"{resource}\"){build}")
+    it, want = INDEX_KINDS[found], INDEX_KINDS[wanted]
+    how = f"`ikatkit search {it.option}`, or " if it.option else ""
+    build = f", or build {want.description} with `{want.built_by}`" if want.own else ""
+    return IkatError(f"this is {it.description}, not {want.description}", path=path,
+                     fix=f"search it as what it is ({how}a resource of kind = \"{it.resource}\"){build}")

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ikatkit.artifact import ALIASES, MODULES
 from ikatkit.errors import IkatError
-from ikatkit.index.manifest import BM25, DENSE, PARTITIONS, SPARSE
+from ikatkit.index.kinds import BM25, DENSE, INDEX_KINDS, PARTITIONS, SPARSE, canonical
 from ikatkit.pipelines.base import Stage
 from ikatkit.pipelines.options import TableView, check_options
 from ikatkit.suggest import did_you_mean
@@ -145,11 +144,20 @@ def _ranker_kind(kind: str, cache_only: bool = False) -> ResourceKind:
 def _searcher_class(kind: str) -> Callable[[], type[Any]]:
     """The searcher class an index of ``kind`` builds (:mod:`ikatkit.artifact`)."""
     def found() -> type[Any]:
-        from ikatkit.artifact import SEARCHERS
+        from ikatkit.artifact import searcher_class
 
-        return SEARCHERS[kind]()
+        return searcher_class(kind)
 
     return found
+
+
+def _searcher_kind(kind: str, check: Callable[[dict[str, Any]], None],
+                   build: Callable[[str, dict[str, Any], Where], Any], **declared: Any) -> ResourceKind:
+    """The resource kind searching an index of ``kind``: its name, searcher class and modules are the index kind's
+    (:data:`ikatkit.index.kinds.INDEX_KINDS`); the rest as ``declared``."""
+    index = INDEX_KINDS[kind]
+    return ResourceKind(index.resource, "searcher", check, build, _searcher_class(kind), modules=index.modules,
+                        **declared)
 
 
 def _open(path: str | Path, kind: str) -> Any:
@@ -159,13 +167,13 @@ def _open(path: str | Path, kind: str) -> Any:
 
 
 def _check_bm25(options: dict[str, Any]) -> None:
-    check_options(_searcher_class("bm25")().__init__, options, ("index",))
+    check_options(_searcher_class(BM25)().__init__, options, ("index",))
 
 
 def _build_bm25(name: str, spec: dict[str, Any], where: Where) -> Any:
     if where.index is None:
         raise IkatError("this config retrieves but no index was given", path=where.config, fix="pass --index DIR")
-    return _open(where.index, "bm25").searcher(**spec)
+    return _open(where.index, BM25).searcher(**spec)
 
 
 def _signed(factory: Callable[..., Any]) -> Callable[..., Any]:
@@ -192,11 +200,11 @@ def _folder_check(kind: str, folder: str, *searchers: Callable[[], Callable[...,
     return check
 
 
-_check_dense = _folder_check("dense", "folder of ikatkit index dense", _searcher_class("dense"))
+_check_dense = _folder_check(DENSE, "folder of ikatkit index dense", _searcher_class(DENSE))
 
 
 def _build_dense(name: str, spec: dict[str, Any], where: Where) -> Any:
-    return _open(spec.pop("path"), "dense").searcher(index=spec.pop("index", where.index), **spec)
+    return _open(spec.pop("path"), DENSE).searcher(index=spec.pop("index", where.index), **spec)
 
 
 def _hdf5_searcher() -> Callable[..., Any]:
@@ -206,14 +214,14 @@ def _hdf5_searcher() -> Callable[..., Any]:
 
 
 def _check_sparse(options: dict[str, Any]) -> None:
-    _folder_check("sparse", "folder of ikatkit index sparse, an Anserini impact index or the organizers' SPLADE "
-                  "index", _searcher_class("sparse"), _hdf5_searcher)(options)
+    _folder_check(SPARSE, "folder of ikatkit index sparse, an Anserini impact index or the organizers' SPLADE "
+                  "index", _searcher_class(SPARSE), _hdf5_searcher)(options)
 
 
 def _build_sparse(name: str, spec: dict[str, Any], where: Where) -> Any:
     """The searcher of the folder (an impact index or the organizers' SPLADE index: their options differ, checked
     against the one the folder is, so an option of the other is one clear error, not a TypeError)."""
-    folder = _open(spec.pop("path"), "sparse")
+    folder = _open(spec.pop("path"), SPARSE)
     factory = folder.factory()
     check_options(_signed(factory), spec, ("query_encoder",))
     return folder.searcher(**spec)
@@ -223,7 +231,7 @@ def _check_partitioned(options: dict[str, Any]) -> None:  # ``partitions``: the 
     if not isinstance(options.get("partitions", ""), str):
         raise IkatError(f"partitions = {options['partitions']!r} is not a folder name", where="partitions",
                         fix='write partitions = "<folder of ikatkit index partition>" or pass --index DIR')
-    check_options(_searcher_class("partitions")().__init__,
+    check_options(_searcher_class(PARTITIONS)().__init__,
                   {k: v for k, v in options.items() if k != "partitions"}, ("folder",))
 
 
@@ -232,7 +240,7 @@ def _build_partitioned(name: str, spec: dict[str, Any], where: Where) -> Any:
     if folder is None:
         raise IkatError(f"resource {name!r} names no partitions folder", path=where.config,
                         fix="add partitions = \"DIR\" or pass --index DIR")
-    return _open(folder, "partitions").searcher(**spec)
+    return _open(folder, PARTITIONS).searcher(**spec)
 
 
 def _check_texts(options: dict[str, Any]) -> None:
@@ -271,19 +279,14 @@ KINDS: dict[str, ResourceKind] = {kind.name: kind for kind in (
                  identity=("model", "adapter")),
     _ranker_kind("bi-encoder", cache_only=True),
     _ranker_kind("cross-encoder"),
-    ResourceKind("bm25", "searcher", _check_bm25, _build_bm25, _searcher_class("bm25"), modules=MODULES[BM25],
-                 needs="a Lucene index (`--index`: the organizers' or your own)"),
-    ResourceKind("dense", "searcher", _check_dense, _build_dense, _searcher_class("dense"),
-                 modules=MODULES[DENSE], files=("path", "index"),
-                 identity=("path", "index"),
-                 needs="a dense index (from `ikatkit index dense`)"),
-    ResourceKind("sparse", "searcher", _check_sparse, _build_sparse, _searcher_class("sparse"),
-                 modules=MODULES[SPARSE], models=("model",), cache_only=True, files=("path",),
-                 identity=("path", "model", "max_length"),
-                 needs="a learned sparse index (from `ikatkit index sparse`, or the organizers' SPLADE index)"),
-    ResourceKind("partitioned-bm25", "searcher", _check_partitioned, _build_partitioned, _searcher_class("partitions"),
-                 modules=MODULES[PARTITIONS], files=("partitions",), identity=("partitions",),
-                 needs="partitions (`--index`, from `ikatkit index partition`)"),
+    _searcher_kind(BM25, _check_bm25, _build_bm25, needs="a Lucene index (`--index`: the organizers' or your own)"),
+    _searcher_kind(DENSE, _check_dense, _build_dense, files=("path", "index"), identity=("path", "index"),
+                   needs="a dense index (from `ikatkit index dense`)"),
+    _searcher_kind(SPARSE, _check_sparse, _build_sparse, models=("model",), cache_only=True, files=("path",),
+                   identity=("path", "model", "max_length"),
+                   needs="a learned sparse index (from `ikatkit index sparse`, or the organizers' SPLADE index)"),
+    _searcher_kind(PARTITIONS, _check_partitioned, _build_partitioned, files=("partitions",), identity=("partitions",),
+                   needs="partitions (`--index`, from `ikatkit index partition`)"),
     ResourceKind("texts", "texts", _check_texts, _build_texts, files=("index",), identity=("index", "passages"),
                  needs="passage texts (an index storing them, `--index`, or passage files)"),
 )}
@@ -295,7 +298,7 @@ RANKER_KINDS = PARAM_KINDS["ranker"]  # the re-ranker kinds (`ikatkit search/rer
 def kind_of(spec: Mapping[str, Any]) -> ResourceKind | None:
     """The kind of a resource table (its ``kind``, an alias resolved), None when unknown."""
     kind = spec.get("kind")
-    return KINDS.get(ALIASES.get(kind, kind)) if isinstance(kind, str) else None
+    return KINDS.get(canonical(kind)) if isinstance(kind, str) else None
 
 
 def resource(name: str, spec: Any) -> Resource:

@@ -29,6 +29,8 @@ class Bm25Searcher:
     documents or more in parts (the same ranking; ``threads = 1``: one thread throughout). ``bulk`` tells whether
     our Java helper serves plain BM25 (else Pyserini's ``LuceneSearcher`` does)."""
 
+    expands_ptkb = True  # retrieve appends the PTKB statements (capabilities.expands_ptkb): BM25 matches words
+
     def __init__(self, index: str | Path, k1: float = 0.9, b: float = 0.4, rm3: dict[str, Any] | None = None,
                  threads: int = 2, parallel_from: int = PARALLEL_FROM) -> None:
         from ikatkit.java import autoclass, import_pyserini

@@ -33,6 +33,8 @@ class DenseSearcher:
     threads; ``index``: the Lucene index whose stored texts are the passages' (default: the one it was encoded
     from, else its own text shards)."""
 
+    expands_ptkb = False  # retrieve searches the query alone (capabilities.expands_ptkb): a short-query encoder
+
     def __init__(self, path: str | Path, index: str | Path | None = None, nprobe: int = 32, ef_search: int = 128,
                  threads: int | None = None, query_encoder: Any = None) -> None:
         import faiss

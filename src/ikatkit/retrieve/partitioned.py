@@ -29,6 +29,8 @@ class PartitionedSearcher:
     """``batch_search(queries, k, partitions=None)`` and ``texts(ids)`` as :class:`Bm25Searcher`; ``partitions``
     is one choice of partition numbers for every query, or ``{qid: choice}``; None or empty = all partitions."""
 
+    expands_ptkb = True  # retrieve appends the PTKB statements (capabilities.expands_ptkb), as for BM25
+
     def __init__(self, folder: str | Path, k1: float = 0.9, b: float = 0.4, threads: int = 2) -> None:
         from ikatkit.java import autoclass, start_jvm
 

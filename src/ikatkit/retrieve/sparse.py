@@ -34,6 +34,8 @@ class SparseSearcher:
     model other than the manifest's is refused unless ``other_model`` (its vocabulary must be the index's in any
     case); ``threads`` Java threads search a batch's queries side by side (or one query alone in parts)."""
 
+    expands_ptkb = False  # retrieve searches the query alone (capabilities.expands_ptkb), as the SPLADE baseline
+
     def __init__(self, path: str | Path, model: str | None = None, threads: int = 2, device: str | None = None,
                  parallel_from: int = PARALLEL_FROM, query_encoder: Any = None, other_model: bool = False) -> None:
         from ikatkit.java import autoclass

@@ -269,8 +269,8 @@ class ClassifyPtkb(Stage):
 @register
 class Retrieve(Stage):
     """Search each retrieval query, optionally expanded with the selected PTKB statements (``expand_ptkb``; unset:
-    the searcher's default, :data:`ikatkit.capabilities.EXPANDS_PTKB`: BM25 appends them, as the UvA runs do; dense
-    and learned sparse encoders, trained on short queries, search the query alone).
+    the searcher's default, its class's ``expands_ptkb`` (:func:`ikatkit.capabilities.expands_ptkb`): BM25 appends
+    them, as the UvA runs do; dense and learned sparse encoders, trained on short queries, search the query alone).
 
     ``searcher`` is any resource with ``batch_search(texts, k)`` and ``texts(ids)`` (BM25, dense). Its lists are
     added to the record's candidates under :func:`candidate_key` (resource name, query), beside those of
