@@ -510,6 +510,7 @@ def test_the_baseline_config_runs_and_validates(sparse_index, passages_index, ik
     # the run's manifest names the model that encoded the queries: the config names none, so the index's (issue 69)
     written = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
     assert written["resource_stats"]["splade"] == {
+        "index": str(sparse_index), "query_max_length": 128,
         "query_model": json.loads((sparse_index / "manifest.json").read_text(encoding="utf-8"))["model"]}
     vectors = _vectors(sparse_index)
     for record in outcome.records:

@@ -441,9 +441,9 @@ def test_an_index_kind_is_one_record_in_one_table():
         if kind.resource == name or kind.resource not in INDEX_KINDS:  # the row of the kind itself
             assert resource.modules == kind.modules and resource.searcher_class is not None
             assert resource.searcher_class() is artifact.searcher_class(name)
-    classes = {name: artifact.searcher_class(name) for name in INDEX_KINDS if name != "sparse-hdf5"}
+    classes = {name: artifact.searcher_class(name) for name in INDEX_KINDS}
     assert {name: cls.__dict__.get("expands_ptkb") for name, cls in classes.items()} == {
-        "bm25": True, "dense": False, "sparse": False, "partitions": True}
+        "bm25": True, "dense": False, "sparse": False, "partitions": True, "sparse-hdf5": False}
 
 
 def test_the_kind_table_check_finds_a_second_table(tmp_path):

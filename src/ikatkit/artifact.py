@@ -108,10 +108,7 @@ def hdf5_searcher(path: str | Path, model: str | None = None, device: str = "cpu
     if query_encoder is None:
         query_encoder = SparseEncoder(model or DEFAULT_MODEL, device.removeprefix("torch:"))
     lengths = {} if max_length is None else {"max_length": max_length}
-    searcher = searcher_class(SPARSE_HDF5)(index, query_encoder, threads=threads, device=device, **lengths)
-    if not hasattr(searcher, "expands_ptkb"):  # to go onto HDF5SparseSearcher as on the other searcher classes
-        searcher.expands_ptkb = False  # the query alone, as the official SPLADE baseline searches
-    return searcher
+    return searcher_class(SPARSE_HDF5)(index, query_encoder, threads=threads, device=device, **lengths)
 
 
 def open_index(path: str | Path, kind: str | None = None) -> IndexFolder:

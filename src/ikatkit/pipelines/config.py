@@ -245,23 +245,9 @@ class Resources:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """Cache and usage statistics of the resources that were built; a learned sparse searcher's entry names the
-        model that encoded its queries (``query_model``: the config's, else the index manifest's)."""
-        found = {}
-        for name, obj in self.built.items():
-            model = query_model(obj) if self.config.resources[name].kind.name == "sparse" else None
-            if getattr(obj, "stats", None) is not None or model:
-                found[name] = {**dict(getattr(obj, "stats", {}) or {}), **({"query_model": model} if model else {})}
-        return found
-
-
-def query_model(searcher: Any) -> str | None:
-    """The name of the SPLADE model that encodes a learned sparse searcher's queries, read without loading it: an
-    impact index's searcher's ``model``, the organizers' index's searcher's ``encoder.name``."""
-    named = getattr(searcher, "model", None)
-    if isinstance(named, str):
-        return named
-    return getattr(getattr(searcher, "encoder", None), "name", None)
+        """Cache and usage statistics of the resources that were built (a searcher's: what searched)."""
+        return {name: dict(getattr(obj, "stats", {}) or {}) for name, obj in self.built.items()
+                if getattr(obj, "stats", None) is not None}
 
 
 def build_stages(config: RunConfig, resources: Resources,

@@ -21,6 +21,7 @@ from ikatkit.capabilities import Hit
 from ikatkit.errors import IkatError
 from ikatkit.index.lucene import BODY_FIELD, lucene_info
 from ikatkit.index.manifest import SPARSE, wrong_kind
+from ikatkit.index.sparse_encoder import QUERY_LENGTH
 from ikatkit.index.texts import TextsFunction
 from ikatkit.retrieve.lucene import PARALLEL_FROM, LuceneTopK, helper
 
@@ -69,6 +70,12 @@ class SparseSearcher:
         self.anserini: Any = None
         if not self.lucene.fast:
             self.anserini = autoclass("io.anserini.search.SimpleImpactSearcher")(str(self.index))
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """What searched (a run's manifest keeps it under ``resource_stats``): the index, the query model (named, not
+        loaded) and the length its queries are cut at."""
+        return {"index": str(self.index), "query_model": self.model, "query_max_length": QUERY_LENGTH}
 
     @property
     def encoder(self) -> Any:

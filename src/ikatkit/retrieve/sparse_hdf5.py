@@ -40,6 +40,8 @@ class HDF5SparseSearcher:
     ``device``: ``cpu`` (the numba kernel) or a torch device (``cuda``, ``cuda:1``; ``torch:cpu`` runs the torch
     path on the CPU, as the tests do)."""
 
+    expands_ptkb = False  # retrieve searches the query alone (capabilities.expands_ptkb), as the SPLADE baseline
+
     def __init__(self, index_or_folder: HDF5SparseIndex | str | Path, query_encoder: WeightEncoder | None = None,
                  threads: int | None = None, device: str = "cpu", max_length: int = QUERY_LENGTH) -> None:
         self.index = index_or_folder if isinstance(index_or_folder, HDF5SparseIndex) \
