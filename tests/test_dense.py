@@ -11,6 +11,8 @@ import pytest
 
 from ikatkit.errors import IkatError
 
+from job_steps import Watched
+
 pytestmark = pytest.mark.slow
 
 
@@ -139,26 +141,30 @@ def test_interrupted_encode_resumes_and_reindexes(dense_index, judged, ray_local
     subset = tmp_path / "100.jsonl"
     subset.write_text("".join(judged.passages.read_text(encoding="utf-8").splitlines(keepends=True)[:100]))
     out = tmp_path / "dense"
-    finished: list[int] = []
-
-    def stop(passages: int) -> None:
-        finished.append(passages)
-        raise KeyboardInterrupt
-
+    stopped = Watched(stop_after=1)
     with pytest.raises(KeyboardInterrupt):
-        build_dense([subset], out, shard_size=30, progress=stop)
+        build_dense([subset], out, shard_size=30, progress=stopped)
     assert len(list((out / "embeddings").glob("*.npy"))) == 1 and not (out / "manifest.json").exists()
-    build_dense([subset], out, shard_size=30, progress=finished.append)
-    assert sorted(finished) == [10, 30, 30, 30]  # one shard, then only the other three
+    resumed = Watched()
+    workers = build_dense([subset], out, shard_size=30, progress=resumed)["parameters"]["workers"]
+    actors = "1 actor" if workers == 1 else f"{workers} actors"
+    assert sorted(stopped.counts + resumed.counts) == [10, 30, 30, 30]  # one shard, then only the other three
+    # what is at work is said, and the total once counted: the passages left to encode (the first shard is done)
+    assert resumed.steps == ["reading the inputs", "loading bundled:minilm", "starting Ray",
+                             "writing the passages' text shards", f"starting {workers} encoder {actors.split()[1]} on "
+                             "Ray (each loads the model)", f"encoding on {actors}", "building the faiss index (Flat)"]
+    assert resumed.total == 100 - stopped.counts[0] and resumed.lines[0].startswith(
+        f"encoded: {resumed.counts[0]} of {resumed.total} passages in ")
     ids, vectors = _stored(out)
     all_ids, all_vectors = _stored(dense_index)
     row = {pid: i for i, pid in enumerate(all_ids)}
     assert ids == list(_passages(subset))
     assert np.abs(vectors.astype(np.float32) - all_vectors[[row[i] for i in ids]].astype(np.float32)).max() < 2e-3
 
-    finished.clear()
-    manifest = build_dense([subset], out, shard_size=30, faiss_spec="IVF4,Flat", progress=finished.append)
-    assert finished == [] and manifest["faiss"] == "IVF4,Flat" and manifest["counts"]["passages"] == 100
+    again = Watched()
+    manifest = build_dense([subset], out, shard_size=30, faiss_spec="IVF4,Flat", progress=again)
+    assert again.counts == [] and again.total == 0
+    assert manifest["faiss"] == "IVF4,Flat" and manifest["counts"]["passages"] == 100
     searcher = DenseSearcher(out, nprobe=4)  # every list probed: exact
     query = {"q": "how much protein does a vegetarian marathon runner need"}
     scores = searcher.encoder.encode(list(query.values())) @ vectors.astype(np.float32).T
@@ -288,10 +294,10 @@ def test_a_log_shows_progress_within_a_shard(passages_jsonl, tmp_path):
     with log.open("w") as stderr:
         done = subprocess.run([sys.executable, "-m", "ikatkit.cli", *args], env={**ENV, "IKATKIT_PROGRESS_EVERY": "0"},
                               stdout=subprocess.DEVNULL, stderr=stderr, timeout=600)
-    lines = re.findall(r"^encoded: ([\d,]+) passages in .*$", log.read_text(), re.MULTILINE)
+    lines = re.findall(r"^encoded: ([\d,]+) of 300 passages in .*$", log.read_text(), re.MULTILINE)
     counts = [int(count.replace(",", "")) for count in lines]
     assert done.returncode == 0 and len(counts) == 3 and counts[0] in (44, 256) and counts[1:] == [300, 300], lines
-    assert re.search(r"^encoded: 300 passages in .* \(done\)$", log.read_text(), re.MULTILINE)
+    assert re.search(r"^encoded: 300 of 300 passages in .* \(done\)$", log.read_text(), re.MULTILINE)
     assert [p.name for p in (out / "embeddings").iterdir()] == ["00000.npy"]
 
 
@@ -305,11 +311,8 @@ def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages
 
     subset, out = _subset(passages_jsonl, tmp_path, 40), tmp_path / "bf16"
 
-    def stop(passages: int) -> None:
-        raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        build_dense([subset], out, shard_size=20, dtype="bfloat16", progress=stop)
+        build_dense([subset], out, shard_size=20, dtype="bfloat16", progress=Watched(stop_after=1))
     with pytest.raises(IkatError, match="started with --dtype bfloat16, not auto — fix: run it again with --dtype "
                                         "bfloat16"):
         build_dense([subset], out, shard_size=20)

@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from splade_random import random_splade  # noqa: E402
 
+from job_steps import Watched  # noqa: E402
+
 pytestmark = pytest.mark.slow
 PASSAGES, SHARD = 40, 5  # 8 shards: a stop after the first lands while most are still to encode
 
@@ -274,11 +276,8 @@ def _stopped_job(subset: Path, shallow: Path, out: Path, **options) -> list[str]
     ten = out.with_name(f"{out.name}-10.jsonl")
     ten.write_text("".join(subset.read_text(encoding="utf-8").splitlines(keepends=True)[:10]))
 
-    def stop(passages: int) -> None:
-        raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        build_sparse([ten], out, model=str(shallow), shard_size=5, progress=stop, **options)
+        build_sparse([ten], out, model=str(shallow), shard_size=5, progress=Watched(stop_after=1), **options)
     return ["index", "sparse", str(ten), "--out", str(out), "--model", str(shallow), "--shard-size", "5"]
 
 
@@ -327,7 +326,7 @@ def test_batch_size_and_dtype_are_fingerprinted_and_bfloat16_is_near_float32(sub
 def test_a_log_shows_progress_within_a_shard(subset, shallow, tmp_path):
     """Issue 60: `index sparse` over the 40 passages in one shard at --batch-size 2 (a Ray call: 8 passes, 16
     passages), in a log with a line at every update ($IKATKIT_PROGRESS_EVERY=0): a line as each call returns, the
-    counts rising to 40, then the closing line; the shard written once, whole."""
+    counts rising to 40 of 40 with what is at work, then the closing line; the shard written once, whole."""
     import re
     import subprocess
 
@@ -339,11 +338,13 @@ def test_a_log_shows_progress_within_a_shard(subset, shallow, tmp_path):
     with log.open("w") as stderr:
         done = subprocess.run([sys.executable, "-m", "ikatkit.cli", *args], env={**ENV, "IKATKIT_PROGRESS_EVERY": "0"},
                               stdout=subprocess.DEVNULL, stderr=stderr, timeout=600)
-    lines = re.findall(r"^encoded: ([\d,]+) passages in .*$", log.read_text(), re.MULTILINE)
+    lines = re.findall(r"^encoded: ([\d,]+) of 40 passages in .*$", log.read_text(), re.MULTILINE)
     counts = [int(count) for count in lines]
     assert done.returncode == 0 and len(counts) == 4 and counts[-2:] == [40, 40], log.read_text()
     assert counts[0] in (8, 16) and counts[1] in (counts[0] + 8, counts[0] + 16) and counts[1] < 40
-    assert re.search(r"^encoded: 40 passages in .* \(done\)$", log.read_text(), re.MULTILINE)
+    assert re.search(r"^encoded: 40 of 40 passages in .* \(done\)$", log.read_text(), re.MULTILINE)
+    assert re.search(r"^encoded: 8 of 40 passages in .*, now: encoding on 1 actor$", log.read_text(), re.MULTILINE) \
+        or re.search(r"^encoded: 16 of 40 passages in .*, now: encoding on 1 actor$", log.read_text(), re.MULTILINE)
     assert [p.name for p in (out / "vectors").iterdir()] == ["00000.jsonl.gz"]
 
 

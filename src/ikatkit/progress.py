@@ -90,6 +90,13 @@ class Progress:
                 self._line()
             return self.every - (self._clock() - self._shown)
 
+    def expect(self, total: int) -> None:
+        """The total, once it is known (a job that counts its work after its bar opened)."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.total, self._bar.bar_format = total, BAR_FORMAT
+            self._bar.refresh()
+
     def now(self, doing: str | None) -> None:
         """Say what is at work now (a stage, a batch): on a log's next line and the bar's postfix; None: nothing."""
         self.doing = doing

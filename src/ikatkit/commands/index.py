@@ -164,7 +164,7 @@ def _encode(args: argparse.Namespace, build: Callable[..., dict[str, Any]], modu
     with Progress("encoded", "passages") as bar:
         return build(args.inputs, args.out, model=args.model, ray_address=args.ray, batch_size=args.batch_size,
                      shard_size=args.shard_size, threads=args.threads, workers=args.workers, fmt=args.format,
-                     splitter=args.splitter, dtype=args.dtype, progress=bar.update, **options)
+                     splitter=args.splitter, dtype=args.dtype, progress=bar, **options)
 
 
 def _stats(index: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
                 ray_address: str | None = None, batch_size: int = 32, faiss_spec: str = "auto",
                 backend: str = "auto", shard_size: int = job.SHARD_SIZE, threads: int = 1, workers: int | None = None,
                 fmt: str = "auto", splitter: str = "auto", dtype: str = "auto",
-                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                progress: job.Steps | None = None) -> dict[str, Any]:
     """Encode the passages of ``inputs`` (a Lucene index or collection files) into ``out`` on ``workers`` Ray
     actors (default: one per GPU, else one per ``threads`` CPUs) in ``dtype`` (``auto``: the placement's, float32
     on CPUs and float16 on GPUs) and index them with faiss; returns the manifest. A finished index with the same
@@ -124,8 +124,12 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     if done is not None and faiss_spec in ("auto", done["faiss"]):
         return done
     job.start(out, DENSE)
+    steps = progress or job.Unwatched()
+    steps.now("reading the inputs")
     source, passages = job.read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
+    steps.now(f"loading {model}")
     loaded = load_sentence_transformer(model, device="cpu")
+    steps.now("starting Ray")
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
     job.check_dtype("encoder", dtype, gpus)
@@ -138,6 +142,7 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
                    "max_seq_length": loaded.max_seq_length, "normalisation": NORMALISATION, "dtype": dtype,
                    "versions": {name: metadata.version(name) for name in ("sentence-transformers", "torch")}}
     job.claim_work(out, fingerprint, "dense index", {"dtype": "--dtype"})
+    steps.now("writing the passages' text shards")
     sizes = job.write_texts(passages, out / "texts", shard_size)
     dimension = int(loaded.get_embedding_dimension())
     if backend == "openvino":  # converted here once, checked, and found in the cache by the workers of this node
@@ -147,9 +152,10 @@ def build_dense(inputs: Sequence[str | Path], out: str | Path, *, model: str = "
     placement = job.encode_pending(out, "embeddings", ".npy", sizes,
                                    lambda n, size, path: _EmbeddingShard(n, size, path, dimension), _EncodeBatches,
                                    encoder, ray, workers, threads, gpus, GPU_ROWS_PER_CALL if gpus else ROWS_PER_CALL,
-                                   "dense index", progress)
+                                   "dense index", steps)
     spec = auto_spec(sum(sizes), dimension) if faiss_spec == "auto" else faiss_spec
     shards = [out / "embeddings" / f"{n:05d}.npy" for n in range(len(sizes))]
+    steps.now(f"building the faiss index ({spec})")
     added = build_faiss(shards, dimension, spec, out / "index.faiss")
     return write_manifest(
         out, DENSE, started, model=model, backend=backend, placement=placement, dimension=dimension,

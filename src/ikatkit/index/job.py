@@ -32,7 +32,30 @@ from ikatkit.errors import IkatError
 SHARD_SIZE = 100_000
 WORK = "work.json"
 PLACEMENT_COLUMN = "placement"  # each actor's output batch: the JSON of the placement it ran with
-Progress = Callable[[int], None]
+
+
+class Steps(Protocol):
+    """What the job tells the one watching it (:class:`ikatkit.progress.Progress` is one): the step at work, the
+    passages it will encode once counted, and each batch's passages as the actors return it."""
+
+    def now(self, doing: str | None) -> None: ...
+
+    def expect(self, total: int) -> None: ...
+
+    def update(self, count: int) -> None: ...
+
+
+class Unwatched:
+    """Steps nobody watches."""
+
+    def now(self, doing: str | None) -> None:
+        return None
+
+    def expect(self, total: int) -> None:
+        return None
+
+    def update(self, count: int) -> None:
+        return None
 
 
 def read_source(inputs: Sequence[str | Path], fmt: str = "auto",
@@ -266,20 +289,25 @@ class Shard(Protocol):
 
 def encode_pending(out: Path, folder: str, suffix: str, sizes: list[int], open_shard: Callable[[int, int, Path], Shard],
                    actor: type, options: dict[str, Any], ray: Any, workers: int, threads: int, gpus: int, rows: int,
-                   what: str, progress: Progress | None = None) -> dict[str, Any] | None:
+                   what: str, progress: Steps | None = None) -> dict[str, Any] | None:
     """Encode the text shards of ``out/texts`` whose output shard (``out/folder/NNNNN<suffix>``) is missing; each
     shard is opened by ``open_shard(number, size, temporary file)``, filled, committed and renamed into place when
-    whole;
-    ``progress(passages)`` after each batch the actors return. The placement the actors ran with (recorded in
-    ``work.json``; that of an earlier run when nothing was left to encode)."""
+    whole; ``progress`` is told the passages pending, the actors starting, then each batch's passages. Returns the
+    placement the actors ran with (recorded in ``work.json``; that of an earlier run when nothing was left to
+    encode)."""
     target = out / folder
     pending = pending_shards(target, len(sizes), suffix)
     open_shards: dict[int, tuple[Shard, int]] = {}
     seen: str | None = None
+    steps = progress or Unwatched()
+    steps.expect(sum(sizes[n] for n in pending))
+    steps.now(f"starting {workers} encoder {'actor' if workers == 1 else 'actors'} on Ray (each loads the model)")
     for batch in encoded_batches(out / "texts", sizes, pending, actor, options, ray, workers, threads, gpus, rows)\
             if pending else ():
         if (now := str(batch[PLACEMENT_COLUMN][0])) != seen:  # a batch is one actor's call: one placement
             record_placement(out, json.loads(now), what)  # actors that disagree are refused here
+            if seen is None:
+                steps.now(f"encoding on {workers} {'actor' if workers == 1 else 'actors'}")
             seen = now
         for shard in np.unique(batch["shard"]).tolist():
             tmp = target / f".{shard:05d}{suffix}.tmp"
@@ -294,8 +322,7 @@ def encode_pending(out: Path, folder: str, suffix: str, sizes: list[int], open_s
                 found.commit()
                 del open_shards[shard]
                 os.replace(tmp, target / f"{shard:05d}{suffix}")
-        if progress:
-            progress(len(batch["shard"]))
+        steps.update(len(batch["shard"]))
     if open_shards:
         raise IkatError(f"Ray returned too few results for shards {sorted(open_shards)}", path=target,
                         fix="run the same command again: finished shards are kept")

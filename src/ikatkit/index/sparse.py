@@ -24,7 +24,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
                  ray_address: str | None = None, batch_size: int = 8, shard_size: int = job.SHARD_SIZE,
                  threads: int = 1, workers: int | None = None, index_threads: int | None = None, heap: str = "4g",
                  fmt: str = "auto", splitter: str = "auto", dtype: str = "auto",
-                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                 progress: job.Steps | None = None) -> dict[str, Any]:
     """Encode the passages of ``inputs`` (a Lucene index or collection files) with SPLADE model ``model`` into
     ``out`` on ``workers`` Ray actors (default: one per GPU, else one per ``threads`` CPUs) in ``dtype`` (``auto``:
     float32; bfloat16, float16 on GPUs: options, their weights near float32's, not equal), then
@@ -92,10 +92,14 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
     if done is not None:
         return done
     job.start(out, SPARSE)
+    steps = progress or job.Unwatched()
+    steps.now("reading the inputs")
     source, passages = job.read_source(inputs, fmt, splitter)  # inputs checked before the model loads and Ray starts
+    steps.now(f"loading {model}")
     tokenizer, loaded = load_splade(model)  # loads offline (one clear error), and its vocabulary is the index's
     vocabulary = int(loaded.config.vocab_size)
     del tokenizer, loaded
+    steps.now("starting Ray")
     ray = connect(ray_address)
     cpus, gpus = resources(ray)
     job.check_dtype("splade", dtype, gpus)
@@ -104,6 +108,7 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
                    "quantization": QUANTIZATION, "vocabulary": vocabulary, "batch_size": batch_size, "dtype": dtype,
                    "versions": {name: metadata.version(name) for name in ("transformers", "torch")}}
     job.claim_work(out, fingerprint, "sparse index", {"batch_size": "--batch-size", "dtype": "--dtype"})
+    steps.now("writing the passages' text shards")
     sizes = job.write_texts(passages, out / "texts", shard_size)
     workers = job.workers_for(workers, cpus, gpus, threads)
     # a call's texts (a chunk of one shard, cut from the shard's start) are batched by length within the chunk alone,
@@ -111,8 +116,9 @@ def build_sparse(inputs: Sequence[str | Path], out: str | Path, *, model: str = 
     rows = GPU_ROWS_PER_CALL if gpus else PASSES_PER_CALL * batch_size
     encoder = {"model": model, "batch_size": batch_size, "dtype": dtype, "threads": threads, "gpus": gpus}
     placement = job.encode_pending(out, "vectors", ".jsonl.gz", sizes, _VectorShard, _EncodeVectors, encoder, ray,
-                                   workers, threads, gpus, rows, "sparse index", progress)
+                                   workers, threads, gpus, rows, "sparse index", steps)
     index_threads = index_threads or default_threads()
+    steps.now(f"building the impact index (Lucene, {index_threads} threads)")
     indexer = build_impact_index(out / "vectors", out, sum(sizes), index_threads, heap)
     return write_manifest(
         out, SPARSE, started, model=model, vocabulary=vocabulary,
