@@ -39,7 +39,8 @@ def test_units_and_rates_read_as_numbers_do():
 def test_a_log_line_names_the_work_and_the_estimate_only_falls_between_updates():
     """12 turns, a line every 10 s: nothing for 30 s (the stage at work named, no rate), 1 turn at 40 s (the
     warm-up: no estimate), 4 at 45 s: 8 left at 3 turns in 5 s, 13.3 s. Without updates it counts down (8.3 s at
-    50 s, 0 from 58.3 s: "past the estimate"); 8 done at 61 s: 4 left at 7 turns in 21 s, 12 s, 3 s at 70 s."""
+    50 s, 0 from 58.3 s: "past the estimate"); 8 done at 61 s: 4 left at 7 turns in 21 s, 12 s. Later updates never
+    raise it: a fresh estimate below what is left replaces it, one above does not (the slow 11th turn)."""
     clock, log = Clock(), io.StringIO()
     bar = Progress("turns", "turn", 12, stream=log, every=10, clock=clock)
     bar.now("rewrite on batch 1 of 3 (the first: models load on first use)")
@@ -61,6 +62,15 @@ def test_a_log_line_names_the_work_and_the_estimate_only_falls_between_updates()
     clock.now = 61.0
     bar.update(4)
     assert bar.left() == 12.0
+    clock.now = 62.0
+    bar.update(1)  # 9 done at 62 s: 3 left at 8 turns in 22 s would be 8.25 s, less than the 11 s left: 8.25 s
+    assert bar.left() == 8.25
+    clock.now = 63.0
+    bar.update(1)  # 10 at 63 s: 2 left at 9 turns in 23 s, 5.1 s, under the 7.25 s left
+    assert round(bar.left(), 2) == 5.11
+    clock.now = 67.0
+    bar.update(1)  # 11 at 67 s (a slow turn): 1 left at 10 turns in 27 s would be 2.7 s, more than the 1.11 s left
+    assert round(bar.left(), 2) == 1.11
     clock.now = 70.0
     bar._due()
     bar.close()
@@ -68,8 +78,8 @@ def test_a_log_line_names_the_work_and_the_estimate_only_falls_between_updates()
         "turns: 0 of 12 turns in 30 s, now: rewrite on batch 1 of 3 (the first: models load on first use)",
         "turns: 1 of 12 turns in 40 s, 40 s/turn, now: rewrite on batch 1 of 3 (the first: models load on first use)",
         "turns: 4 of 12 turns in 60 s, 15 s/turn, past the estimate, now: retrieve on batch 2 of 3",
-        "turns: 8 of 12 turns in 70 s, 8.8 s/turn, about 0:03 left, now: retrieve on batch 2 of 3",
-        "turns: 8 of 12 turns in 70 s, 8.8 s/turn (done)"]
+        "turns: 11 of 12 turns in 70 s, 6.4 s/turn, past the estimate, now: retrieve on batch 2 of 3",
+        "turns: 11 of 12 turns in 70 s, 6.4 s/turn (done)"]
 
 
 def test_a_run_stopped_by_sigint_names_the_turns_it_saved(ikat2023, passages_index, tmp_path):

@@ -10,8 +10,9 @@ minute says where it is).
 The time left is estimated at each update from the updates after the first: the first one carries the warm-up
 (models loading, caches filling), so an estimate from it alone says minutes for a job of seconds. Until a second
 update there is no estimate. Between updates the estimate counts down from the one made at the last update: it never
-grows while nothing completes (the rate since the first update would, with every second of waiting); once it has
-run out with work left, the line says "past the estimate" until the next update makes a new one."""
+grows while nothing completes (the rate since the first update would, with every second of waiting), and an update
+never raises it (the fresh estimate, or what is left of the last one if less): it only falls. Once it has run out
+with work left, the line says "past the estimate" until the next update makes a new one."""
 
 from __future__ import annotations
 
@@ -72,7 +73,9 @@ class Progress:
         step, self.done = done - self.done, done
         since, first = self._first
         if self.total is not None and done > first and now > since:
-            self._estimate = (now, (self.total - done) * (now - since) / (done - first))
+            fresh = (self.total - done) * (now - since) / (done - first)
+            live = self.left()  # an estimate still counting down is never raised: it only falls until it runs out
+            self._estimate = (now, fresh if not live else min(fresh, live))
         if self._bar is not None:
             self._bar.set_postfix_str(self._postfix(), refresh=False)
             self._bar.update(step)
