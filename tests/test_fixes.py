@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from cli_options import COMMAND, OPTION, command_of, missing, options, parsers
+from import_graph import SRC, import_graph
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 # options of other programs that fixes name (outside backticks)
 FOREIGN = {"--lora-modules": "vLLM's option serving a LoRA adapter (llm/openai_backend.py)",
            "--force-reinstall": "pip's (models.py: reinstall a bundled model's package)"}
@@ -24,24 +24,7 @@ def _module(path: Path) -> str:
 
 
 MODULES = {_module(p): p for p in (SRC / "ikatkit").rglob("*.py")}
-
-
-def _imports(name: str, tree: ast.AST) -> set[str]:
-    """The ikatkit modules ``tree`` imports anywhere (module level and inside functions)."""
-    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join([*package.split(".")[:len(package.split(".")) - node.level + 1], *filter(None, [base])])
-            found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
-    return {m for m in found if m in MODULES}
-
-
-GRAPH = {name: _imports(name, ast.parse(path.read_text(encoding="utf-8"))) for name, path in MODULES.items()}
+GRAPH = import_graph()  # modules loaded by name (a searcher's ``module:Class``) included
 GRAPH["ikatkit.pipelines.registry"].add("ikatkit.stages.builtin")  # the stages come by entry point, not import
 
 
