@@ -299,6 +299,8 @@ def test_a_log_shows_progress_within_a_shard(passages_jsonl, tmp_path):
     assert done.returncode == 0 and len(counts) == 3 and counts[0] in (44, 256) and counts[1:] == [300, 300], lines
     assert re.search(r"^encoded: 300 of 300 passages in .* \(done\)$", log.read_text(), re.MULTILINE)
     assert [p.name for p in (out / "embeddings").iterdir()] == ["00000.npy"]
+    # nothing that asks nothing of the user (issue 69): no model-loading bars, no note on an unset loss
+    assert "Loading weights" not in log.read_text() and "loss_type" not in log.read_text(), log.read_text()
 
 
 def test_bfloat16_is_recorded_refused_in_another_dtype_and_near_float32(passages_jsonl, ray_local, tmp_path, capsys):

@@ -22,6 +22,7 @@ from ikatkit.commands import (configs, context, dialogues, evaluate, finetune, i
                               view)
 from ikatkit.errors import IkatError
 from ikatkit.extras import as_error
+from ikatkit.models import quiet_model_loading
 from ikatkit.suggest import did_you_mean
 from ikatkit.stopping import Stopped, handling_stops, received, resume_command
 
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    quiet_model_loading()
     try:
         code = _run(args)
     except Stopped as stop:

@@ -7,6 +7,9 @@ its ``__init__`` imports the ``llm`` CLI). Any other name is passed on unchanged
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,27 @@ _BUNDLED = {
 }
 
 DEFAULT_ENCODER = "bundled:minilm"  # the default sentence-transformers model of rankers, scorers and indexes
+PROGRESS_BARS = "HF_HUB_DISABLE_PROGRESS_BARS"  # Hugging Face's switch of its bars (transformers' too)
+ASKS_NOTHING = ("`loss_type=None` was set in the config but it is unrecognized",)  # transformers' notes to drop
+
+
+def _asks_something(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(ASKS_NOTHING)
+
+
+def quiet_model_loading() -> None:
+    """Hugging Face's chatter that asks nothing of the user kept off stderr: its progress bars ("Loading weights:
+    100%" at every model load; ``HF_HUB_DISABLE_PROGRESS_BARS=0`` keeps them) and transformers' note that a model's
+    config names no loss (ikatkit runs models, a LoRA trainer's causal-LM loss is the default it falls back to).
+    Its warnings that mean something stay (a load report of weights missing from a checkpoint)."""
+    os.environ.setdefault(PROGRESS_BARS, "1")
+    if os.environ[PROGRESS_BARS] == "1" and "transformers" in sys.modules:  # imported already: its switch read
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    logger = logging.getLogger("transformers.modeling_utils")
+    if _asks_something not in logger.filters:
+        logger.addFilter(_asks_something)
 
 
 def resolve_model(name: str) -> str:
