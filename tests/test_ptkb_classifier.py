@@ -251,7 +251,8 @@ def test_training_options_that_do_not_go_together_fail_before_any_model_loads(tr
     for options, message in cases.items():
         done = subprocess.run([sys.executable, "-m", "ikatkit.cli", "train-ptkb-classifier", str(train_slice),
                                *options, "--out", str(tmp_path / "m.json")], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                              timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1",
+                                                "HF_HUB_DISABLE_PROGRESS_BARS": "0"})  # a load would show its bar
         assert done.returncode != 0 and message in done.stderr, options
         assert "Traceback" not in done.stderr and "Loading weights" not in done.stderr, done.stderr
         assert not (tmp_path / "m.json").exists()
