@@ -86,9 +86,9 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         weights = _fusion_weights(args)
         queries = queries_for(args.queries, args.topics)
         searchers = _searchers(args)
-        print(f"searching {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} (k={args.k}) with "
-              f"{', '.join(n for n, _ in searchers)}",
-              file=sys.stderr, flush=True)
+        counted = f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
+        print(f"searching {counted} (k={args.k}) with {', '.join(n for n, _ in searchers)}", file=sys.stderr,
+              flush=True)
         found = search_all([searcher for _, searcher in searchers], queries, args.k)
         hits = found[0] if len(found) == 1 else fuse_per_query(found, args.fusion, args.k, weights)
         run_type = args.run_type or ("manual" if args.queries == "manual" else "automatic")
@@ -96,8 +96,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         write_run(ranking_run(name, run_type, hits), args.out, "trec")
         sparse = next((found for kind, found in searchers if kind == "splade"), None)
         said = f" (queries encoded by {sparse.encoder.name})" if sparse is not None else ""
-        print(f"wrote {sum(map(len, hits.values()))} hits for {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} "
-              f"to {args.out}{said}")
+        print(f"wrote {sum(map(len, hits.values()))} hits for {counted} to {args.out}{said}")
         return 0
 
     p.set_defaults(func=run)

@@ -113,8 +113,7 @@ def _train(examples: list[Example], out: Path, settings: TrainSettings, checkpoi
     parts = _fingerprint(examples, settings, gpu)
     saved = checkpoint_path(out)
     state = _resumed(saved, parts, restart)
-    tokenizer, model = load_model(settings.model, quantization="4bit" if gpu else None,
-                                  placement=None if gpu else placement)
+    tokenizer, model = load_model(settings.model, quantization="4bit" if gpu else None, placement=placement)
     if gpu:
         model = prepare_model_for_kbit_training(model)
     model = get_peft_model(model, LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,

@@ -28,6 +28,7 @@ import numpy as np
 
 from ikatkit.atomic import atomic_open, write_json
 from ikatkit.errors import IkatError
+from ikatkit.progress import units
 
 SHARD_SIZE = 100_000
 WORK = "work.json"
@@ -301,13 +302,14 @@ def encode_pending(out: Path, folder: str, suffix: str, sizes: list[int], open_s
     seen: str | None = None
     steps = progress or Unwatched()
     steps.expect(sum(sizes[n] for n in pending))
-    steps.now(f"starting {workers} encoder {'actor' if workers == 1 else 'actors'} on Ray (each loads the model)")
+    if pending:
+        steps.now(f"starting {workers} encoder {units(workers, 'actors')} on Ray (each loads the model)")
     for batch in encoded_batches(out / "texts", sizes, pending, actor, options, ray, workers, threads, gpus, rows)\
             if pending else ():
         if (now := str(batch[PLACEMENT_COLUMN][0])) != seen:  # a batch is one actor's call: one placement
             record_placement(out, json.loads(now), what)  # actors that disagree are refused here
             if seen is None:
-                steps.now(f"encoding on {workers} {'actor' if workers == 1 else 'actors'}")
+                steps.now(f"encoding on {workers} {units(workers, 'actors')}")
             seen = now
         for shard in np.unique(batch["shard"]).tolist():
             tmp = target / f".{shard:05d}{suffix}.tmp"
